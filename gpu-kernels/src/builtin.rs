@@ -1,0 +1,135 @@
+//! The library's own kernels: every op of [`ops`](crate::ops) for the element types it
+//! makes sense for. One line of a helper macro instantiates an op for a list of types.
+
+#[allow(unused_imports)]
+use crate::elem::Bool;
+use crate::ops::*;
+
+macro_rules! for_types {
+    // apply3 `op(T, T) -> T`, or `-> Bool` with `cmp`.
+    (binary $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( apply3 [$name $t]: $op => ($t, $t, $t); )* }
+    };
+    (compare $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( apply3 [$name $t]: $op => (Bool, $t, $t); )* }
+    };
+    (compare_s $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: Rhs<$op, $t> => (Bool, $t); )* }
+    };
+    (unary $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: $op => ($t, $t); )* }
+    };
+    (rhs $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: Rhs<$op, $t> => ($t, $t); )* }
+    };
+    (lhs $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: Lhs<$op, $t> => ($t, $t); )* }
+    };
+    (update $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: Update<$op> => ($t, $t); )* }
+    };
+    (update_s $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply1 [$name $t]: InPlace<Rhs<$op, $t>> => ($t); )* }
+    };
+    (clamp $name:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: Clamp<$t> => ($t, $t); )* }
+    };
+    (fill $name:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply1 [$name $t]: Fill<$t> => ($t); )* }
+    };
+    (fma $name:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply4 [$name $t]: Fma => ($t, $t, $t, $t); )* }
+    };
+    (where_ $name:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply4 [$name $t]: Where => ($t, Bool, $t, $t); )* }
+    };
+    (cast_from $from:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [cast $t $from]: Cast => ($t, $from); )* }
+    };
+}
+
+macro_rules! numeric {
+    ($kind:ident $name:ident $($op:ident)?) => {
+        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8);
+    };
+}
+macro_rules! signed {
+    ($kind:ident $name:ident $op:ident) => {
+        for_types!($kind $name $op: f32, f64, i32, i64);
+    };
+}
+macro_rules! float {
+    ($kind:ident $name:ident $op:ident) => {
+        for_types!($kind $name $op: f32, f64);
+    };
+}
+macro_rules! all {
+    ($kind:ident $name:ident $($op:ident)?) => {
+        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8, Bool);
+    };
+}
+
+numeric!(binary add Add);
+numeric!(binary sub Sub);
+numeric!(binary mul Mul);
+numeric!(binary div Div);
+numeric!(binary min Min);
+numeric!(binary max Max);
+float!(binary pow Pow);
+
+numeric!(compare eq Eq);
+numeric!(compare ne Ne);
+numeric!(compare lt Lt);
+numeric!(compare le Le);
+numeric!(compare gt Gt);
+numeric!(compare ge Ge);
+numeric!(compare_s eq_s Eq);
+numeric!(compare_s ne_s Ne);
+numeric!(compare_s lt_s Lt);
+numeric!(compare_s le_s Le);
+numeric!(compare_s gt_s Gt);
+numeric!(compare_s ge_s Ge);
+
+numeric!(rhs add_s Add);
+numeric!(rhs sub_s Sub);
+numeric!(rhs mul_s Mul);
+numeric!(rhs div_s Div);
+numeric!(rhs min_s Min);
+numeric!(rhs max_s Max);
+float!(rhs pow_s Pow);
+numeric!(lhs rsub_s Sub);
+numeric!(lhs rdiv_s Div);
+
+signed!(unary neg Neg);
+signed!(unary abs Abs);
+numeric!(unary relu Relu);
+float!(unary sqrt Sqrt);
+float!(unary rsqrt Rsqrt);
+float!(unary exp Exp);
+float!(unary log Log);
+float!(unary sin Sin);
+float!(unary cos Cos);
+float!(unary tanh Tanh);
+float!(unary sigmoid Sigmoid);
+numeric!(clamp clamp);
+
+numeric!(update add_assign Add);
+numeric!(update sub_assign Sub);
+numeric!(update mul_assign Mul);
+numeric!(update div_assign Div);
+numeric!(update_s add_assign_s Add);
+numeric!(update_s sub_assign_s Sub);
+numeric!(update_s mul_assign_s Mul);
+numeric!(update_s div_assign_s Div);
+
+numeric!(fma fma);
+all!(where_ where_);
+all!(fill fill);
+
+all!(cast_from f32);
+all!(cast_from f64);
+all!(cast_from i32);
+all!(cast_from i64);
+all!(cast_from u32);
+all!(cast_from u8);
+all!(cast_from Bool);

@@ -1,0 +1,86 @@
+//! Element types the kernels are instantiated for.
+
+use bytemuck::{Pod, Zeroable};
+
+/// A boolean stored as one byte: 0 is false, anything else is true. Comparisons write 0 or 1.
+#[repr(transparent)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Pod, Zeroable)]
+pub struct Bool(pub u8);
+
+impl Bool {
+    pub const FALSE: Bool = Bool(0);
+    pub const TRUE: Bool = Bool(1);
+    #[inline(always)]
+    pub fn get(self) -> bool {
+        self.0 != 0
+    }
+}
+
+impl From<bool> for Bool {
+    #[inline(always)]
+    fn from(b: bool) -> Self {
+        Bool(b as u8)
+    }
+}
+
+/// What the kernels need of an element type.
+pub trait Elem: Copy + PartialEq + Pod + Send + Sync + core::fmt::Debug + 'static {
+    /// The type's name in kernel names and messages.
+    const NAME: &'static str;
+    /// Which [`ElemType`] this is, for the raw API and error messages.
+    const TYPE: ElemType;
+}
+
+/// The element type of a raw buffer, for frameworks that choose the type at run time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ElemType {
+    F32,
+    F64,
+    I32,
+    I64,
+    U32,
+    U8,
+    Bool,
+}
+
+impl ElemType {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
+            ElemType::F64 | ElemType::I64 => 8,
+            ElemType::U8 | ElemType::Bool => 1,
+        }
+    }
+    pub const fn name(self) -> &'static str {
+        match self {
+            ElemType::F32 => "f32",
+            ElemType::F64 => "f64",
+            ElemType::I32 => "i32",
+            ElemType::I64 => "i64",
+            ElemType::U32 => "u32",
+            ElemType::U8 => "u8",
+            ElemType::Bool => "bool",
+        }
+    }
+}
+
+macro_rules! elem {
+    ($($t:ty => $name:literal, $v:ident;)*) => {$(
+        impl Elem for $t {
+            const NAME: &'static str = $name;
+            const TYPE: ElemType = ElemType::$v;
+        }
+    )*};
+}
+
+elem! {
+    f32 => "f32", F32;
+    f64 => "f64", F64;
+    i32 => "i32", I32;
+    i64 => "i64", I64;
+    u32 => "u32", U32;
+    u8 => "u8", U8;
+    Bool => "bool", Bool;
+}

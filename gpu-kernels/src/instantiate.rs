@@ -1,0 +1,147 @@
+//! The one place kernel entry points are named: [`kernels!`](crate::kernels) instantiates
+//! the bodies of [`apply`](crate::apply) as `extern "ptx-kernel"` functions (on the GPU
+//! target) and records their names in a [`KernelNames`] table (on every target), so the
+//! host looks names up through a trait and never types one.
+
+use crate::ops::{Op1, Op2, Op3, Op4};
+
+/// Kernel variants, in the order the planner prefers them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// Every operand dense in the same order: offset = linear index (64-bit index).
+    Contig,
+    /// One collapsed dimension, 32-bit index.
+    D1,
+    /// Two collapsed dimensions, 32-bit index.
+    D2,
+    /// Three collapsed dimensions, 32-bit index.
+    D3,
+    /// Up to [`MAX_DIMS`](crate::MAX_DIMS) dimensions, 32-bit index.
+    Dn,
+    /// Up to [`MAX_DIMS`](crate::MAX_DIMS) dimensions, 64-bit index.
+    Dn64,
+}
+
+impl Variant {
+    pub const ALL: [Variant; 6] =
+        [Variant::Contig, Variant::D1, Variant::D2, Variant::D3, Variant::Dn, Variant::Dn64];
+}
+
+/// Names of one op's kernels in one PTX module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct KernelNames {
+    /// The crate that instantiated them (the module to load).
+    pub module: &'static str,
+    pub contig: &'static str,
+    pub d1: &'static str,
+    pub d2: &'static str,
+    pub d3: &'static str,
+    pub dn: &'static str,
+    pub dn64: &'static str,
+}
+
+impl KernelNames {
+    pub fn get(&self, v: Variant) -> &'static str {
+        match v {
+            Variant::Contig => self.contig,
+            Variant::D1 => self.d1,
+            Variant::D2 => self.d2,
+            Variant::D3 => self.d3,
+            Variant::Dn => self.dn,
+            Variant::Dn64 => self.dn64,
+        }
+    }
+}
+
+/// An op instantiated for `apply1` over `T`.
+pub trait Kernels1<T>: Op1<T> {
+    const NAMES: KernelNames;
+}
+/// An op instantiated for `apply2` over `(O, A)`.
+pub trait Kernels2<O, A>: Op2<O, A> {
+    const NAMES: KernelNames;
+}
+/// An op instantiated for `apply3` over `(O, A, B)`.
+pub trait Kernels3<O, A, B>: Op3<O, A, B> {
+    const NAMES: KernelNames;
+}
+/// An op instantiated for `apply4` over `(O, A, B, C)`.
+pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
+    const NAMES: KernelNames;
+}
+
+/// Instantiates kernels. Each line: arity, name parts, op type, element types
+/// (output first):
+///
+/// ```ignore
+/// gpu_kernels::kernels! {
+///     apply3 [add f32]: Add => (f32, f32, f32);
+///     apply2 [cast f32 u8]: Cast => (f32, u8);
+/// }
+/// ```
+///
+/// produces `add_f32_c`, `add_f32_d1`, … `add_f32_dn64` on the GPU target and
+/// `impl Kernels3<f32, f32, f32> for Add` everywhere. The op type must be `#[repr(C)]`
+/// (host and GPU are built by different compilers and must agree on its layout).
+#[macro_export]
+macro_rules! kernels {
+    ($($arity:ident [$($part:ident)+] : $op:ty => ($($t:ty),+);)*) => {
+        $( $crate::kernels!(@arity $arity [$($part)+] $op; $($t),+); )*
+    };
+    (@arity apply1 $parts:tt $op:ty; $t:ty) => {
+        $crate::kernels!(@variants apply1 Kernels1 $parts $op; 1; [$t]; (x: *mut $t));
+    };
+    (@arity apply2 $parts:tt $op:ty; $o:ty, $a:ty) => {
+        $crate::kernels!(@variants apply2 Kernels2 $parts $op; 2; [$o, $a];
+                         (out: *mut $o, a: *const $a));
+    };
+    (@arity apply3 $parts:tt $op:ty; $o:ty, $a:ty, $b:ty) => {
+        $crate::kernels!(@variants apply3 Kernels3 $parts $op; 3; [$o, $a, $b];
+                         (out: *mut $o, a: *const $a, b: *const $b));
+    };
+    (@arity apply4 $parts:tt $op:ty; $o:ty, $a:ty, $b:ty, $c:ty) => {
+        $crate::kernels!(@variants apply4 Kernels4 $parts $op; 4; [$o, $a, $b, $c];
+                         (out: *mut $o, a: *const $a, b: *const $b, c: *const $c));
+    };
+    (@variants $body:ident $trait:ident [$($part:ident)+] $op:ty; $n:literal; [$($t:ty),+];
+     $params:tt) => {
+        $crate::kernels!(@entry $body [$($part)+] "c" u64, 1, 0, $op; $n; $params);
+        $crate::kernels!(@entry $body [$($part)+] "d1" u32, 1, 1, $op; $n; $params);
+        $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
+        $crate::kernels!(@entry $body [$($part)+] "d3" u32, 3, 3, $op; $n; $params);
+        $crate::kernels!(@entry $body [$($part)+] "dn" u32, $crate::MAX_DIMS, dyn, $op; $n; $params);
+        $crate::kernels!(@entry $body [$($part)+] "dn64" u64, $crate::MAX_DIMS, dyn, $op; $n; $params);
+        impl $crate::$trait<$($t),+> for $op {
+            const NAMES: $crate::KernelNames = $crate::KernelNames {
+                module: env!("CARGO_PKG_NAME"),
+                contig: concat!($(stringify!($part), "_",)+ "c"),
+                d1: concat!($(stringify!($part), "_",)+ "d1"),
+                d2: concat!($(stringify!($part), "_",)+ "d2"),
+                d3: concat!($(stringify!($part), "_",)+ "d3"),
+                dn: concat!($(stringify!($part), "_",)+ "dn"),
+                dn64: concat!($(stringify!($part), "_",)+ "dn64"),
+            };
+        }
+    };
+    (@entry $body:ident [$($part:ident)+] $v:literal $I:ty, $D:expr, $ndim:tt, $op:ty; $n:literal;
+     ($($p:ident: $pt:ty),+)) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ $v)]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                n: $I,
+                g: $crate::Geometry<$I, { $D }, $n>,
+                $($p: $pt),+
+            ) {
+                let (first, step) = $crate::device::thread_range::<$I>();
+                let ndim: usize = $crate::kernels!(@ndim g $ndim);
+                // SAFETY: the host planner proved the Geometry invariants for this launch.
+                unsafe { $crate::apply::$body(op.op, n, &g, ndim, $($p),+, first, step) }
+            }
+        };
+    };
+    (@ndim $g:ident dyn) => { $g.ndim as usize };
+    (@ndim $g:ident $l:literal) => { $l };
+}

@@ -1,0 +1,273 @@
+//! The op library. Each op is defined once here and used by the GPU kernels and the CPU
+//! twin alike.
+//!
+//! An op is a small `#[repr(C)]` value (zero-sized, or carrying its scalars such as
+//! [`Clamp`]'s bounds) passed to the kernel by value. Outputs are read-write, inputs
+//! read-only, as in THCApply: an op gets `&mut` to its output element, so update ops such
+//! as [`Update`] read it, map ops only write it.
+
+use crate::elem::Bool;
+use crate::math::{Float, Num, Signed};
+
+/// In-place op on one operand: `apply1`.
+pub trait Op1<T>: Copy + Send + Sync {
+    fn apply(&self, x: &mut T);
+}
+/// `out = f(a)`: `apply2`.
+pub trait Op2<O, A>: Copy + Send + Sync {
+    fn apply(&self, out: &mut O, a: A);
+}
+/// `out = f(a, b)`: `apply3`.
+pub trait Op3<O, A, B>: Copy + Send + Sync {
+    fn apply(&self, out: &mut O, a: A, b: B);
+}
+/// `out = f(a, b, c)`: `apply4`.
+pub trait Op4<O, A, B, C>: Copy + Send + Sync {
+    fn apply(&self, out: &mut O, a: A, b: B, c: C);
+}
+
+/// How closely GPU and CPU results of an op must agree.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Tolerance {
+    /// Correctly rounded on both sides: bit-identical.
+    Exact,
+    /// Each side within this many ulp of an f64 reference.
+    Ulp(u32),
+}
+
+/// Ops whose GPU and CPU results may differ: their documented bound.
+pub trait Accuracy {
+    const TOLERANCE: Tolerance = Tolerance::Exact;
+}
+
+macro_rules! zst_op {
+    ($($(#[$m:meta])* $name:ident),* $(,)?) => {$(
+        $(#[$m])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+        pub struct $name;
+    )*};
+}
+
+zst_op!(
+    /// `a + b`
+    Add, /// `a - b`
+    Sub, /// `a * b`
+    Mul, /// `a / b` (integer division by zero gives 0)
+    Div, /// NaN-propagating `min(a, b)`
+    Min, /// NaN-propagating `max(a, b)`
+    Max, /// `a ^ b` (floats)
+    Pow, /// `a == b`
+    Eq, /// `a != b`
+    Ne, /// `a < b`
+    Lt, /// `a <= b`
+    Le, /// `a > b`
+    Gt, /// `a >= b`
+    Ge, /// `-a`
+    Neg, /// `|a|`
+    Abs, /// `max(a, 0)`
+    Relu, /// `sqrt(a)`, correctly rounded
+    Sqrt, /// `1 / sqrt(a)`
+    Rsqrt, /// `e^a`
+    Exp, /// natural logarithm
+    Log, /// `sin(a)`
+    Sin, /// `cos(a)`
+    Cos, /// `tanh(a)`
+    Tanh, /// `1 / (1 + e^-a)`
+    Sigmoid, /// `a * b + c`, fused for floats
+    Fma, /// `if cond { a } else { b }`
+    Where, /// `a` converted to the output type (Rust `as` semantics; to bool: `a != 0`)
+    Cast,
+);
+
+macro_rules! binary {
+    ($bound:ident: $($op:ident => |$a:ident, $b:ident| $e:expr),* $(,)?) => {$(
+        impl<T: $bound> Op3<T, T, T> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut T, $a: T, $b: T) { *out = $e; }
+        }
+    )*};
+}
+binary!(Num: Add => |a, b| a.add(b), Sub => |a, b| a.sub(b), Mul => |a, b| a.mul(b),
+        Div => |a, b| a.div(b), Min => |a, b| a.min(b), Max => |a, b| a.max(b));
+binary!(Float: Pow => |a, b| a.powf(b));
+
+macro_rules! compare {
+    ($($op:ident => $cmp:tt),* $(,)?) => {$(
+        impl<T: Num> Op3<Bool, T, T> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut Bool, a: T, b: T) { *out = Bool::from(a $cmp b); }
+        }
+        impl Accuracy for $op {}
+    )*};
+}
+compare!(Eq => ==, Ne => !=, Lt => <, Le => <=, Gt => >, Ge => >=);
+
+macro_rules! unary {
+    ($bound:ident: $($op:ident => |$a:ident| $e:expr),* $(,)?) => {$(
+        impl<T: $bound> Op2<T, T> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut T, $a: T) { *out = $e; }
+        }
+    )*};
+}
+unary!(Signed: Neg => |a| a.neg(), Abs => |a| a.abs());
+unary!(Num: Relu => |a| if a.is_nan() { a } else { a.max(T::ZERO) });
+unary!(Float: Sqrt => |a| a.sqrt(), Rsqrt => |a| T::ONE.div(a.sqrt()), Exp => |a| a.exp(),
+       Log => |a| a.ln(), Sin => |a| a.sin(), Cos => |a| a.cos(), Tanh => |a| a.tanh(),
+       Sigmoid => |a| T::ONE.div(T::ONE.add(a.neg().exp())));
+
+macro_rules! accuracy {
+    ($($op:ident = $t:expr),* $(,)?) => {$( impl Accuracy for $op { const TOLERANCE: Tolerance = $t; } )*};
+}
+accuracy!(Add = Tolerance::Exact, Sub = Tolerance::Exact, Mul = Tolerance::Exact,
+          Div = Tolerance::Exact, Min = Tolerance::Exact, Max = Tolerance::Exact,
+          Neg = Tolerance::Exact, Abs = Tolerance::Exact, Relu = Tolerance::Exact,
+          Sqrt = Tolerance::Exact, Rsqrt = Tolerance::Exact, Fma = Tolerance::Exact,
+          Where = Tolerance::Exact, Cast = Tolerance::Exact,
+          Exp = Tolerance::Ulp(2), Log = Tolerance::Ulp(2), Sin = Tolerance::Ulp(2),
+          Cos = Tolerance::Ulp(2), Tanh = Tolerance::Ulp(2), Pow = Tolerance::Ulp(2),
+          Sigmoid = Tolerance::Ulp(3));
+
+impl<T: Num> Op4<T, T, T, T> for Fma {
+    #[inline(always)]
+    fn apply(&self, out: &mut T, a: T, b: T, c: T) {
+        *out = a.mul_add(b, c);
+    }
+}
+
+impl<T: Copy> Op4<T, Bool, T, T> for Where {
+    #[inline(always)]
+    fn apply(&self, out: &mut T, cond: Bool, a: T, b: T) {
+        *out = if cond.get() { a } else { b };
+    }
+}
+
+/// `clamp(a, lo, hi)`: NaN stays NaN.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Clamp<T> {
+    pub lo: T,
+    pub hi: T,
+}
+impl<T: Num> Op2<T, T> for Clamp<T> {
+    #[inline(always)]
+    fn apply(&self, out: &mut T, a: T) {
+        *out = if a.is_nan() { a } else { a.max(self.lo).min(self.hi) };
+    }
+}
+impl<T> Accuracy for Clamp<T> {}
+
+/// Writes a constant.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Fill<T>(pub T);
+impl<T: Copy + Send + Sync> Op1<T> for Fill<T> {
+    #[inline(always)]
+    fn apply(&self, x: &mut T) {
+        *x = self.0;
+    }
+}
+impl<T> Accuracy for Fill<T> {}
+
+/// A binary op with a run-time scalar on the right: `a + 7.0` is `Rhs { op: Add, s: 7.0 }`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Rhs<Op, T> {
+    pub op: Op,
+    pub s: T,
+}
+impl<Op: Op3<O, A, T>, O, A, T: Copy + Send + Sync> Op2<O, A> for Rhs<Op, T> {
+    #[inline(always)]
+    fn apply(&self, out: &mut O, a: A) {
+        self.op.apply(out, a, self.s);
+    }
+}
+impl<Op: Accuracy, T> Accuracy for Rhs<Op, T> {
+    const TOLERANCE: Tolerance = Op::TOLERANCE;
+}
+
+/// A binary op with a run-time scalar on the left: `1.0 / a` is `Lhs { op: Div, s: 1.0 }`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Lhs<Op, T> {
+    pub op: Op,
+    pub s: T,
+}
+impl<Op: Op3<O, T, B>, O, B, T: Copy + Send + Sync> Op2<O, B> for Lhs<Op, T> {
+    #[inline(always)]
+    fn apply(&self, out: &mut O, b: B) {
+        self.op.apply(out, self.s, b);
+    }
+}
+impl<Op: Accuracy, T> Accuracy for Lhs<Op, T> {
+    const TOLERANCE: Tolerance = Op::TOLERANCE;
+}
+
+/// `out = op(out, a)`: the output is read and written (`out += a`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Update<Op>(pub Op);
+impl<Op: Op3<T, T, T>, T: Copy> Op2<T, T> for Update<Op> {
+    #[inline(always)]
+    fn apply(&self, out: &mut T, a: T) {
+        let cur = *out;
+        self.0.apply(out, cur, a);
+    }
+}
+impl<Op: Accuracy> Accuracy for Update<Op> {
+    const TOLERANCE: Tolerance = Op::TOLERANCE;
+}
+
+/// `x = op(x)` in place, for any one-input op (`a = sin(a)`, `a *= 2`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct InPlace<Op>(pub Op);
+impl<Op: Op2<T, T>, T: Copy> Op1<T> for InPlace<Op> {
+    #[inline(always)]
+    fn apply(&self, x: &mut T) {
+        let cur = *x;
+        self.0.apply(x, cur);
+    }
+}
+impl<Op: Accuracy> Accuracy for InPlace<Op> {
+    const TOLERANCE: Tolerance = Op::TOLERANCE;
+}
+
+/// Conversion between element types, as Rust's `as` (float to int saturates, NaN to 0);
+/// to [`Bool`]: `x != 0`; from [`Bool`]: 0 or 1.
+pub trait CastFrom<A> {
+    fn cast_from(a: A) -> Self;
+}
+macro_rules! casts {
+    ($($from:ty),*) => { $( casts!(@row $from; f32, f64, i32, i64, u32, u8); )* };
+    (@row $from:ty; $($to:ty),*) => {$(
+        impl CastFrom<$from> for $to {
+            #[inline(always)] fn cast_from(a: $from) -> Self { a as $to }
+        }
+    )*};
+}
+casts!(f32, f64, i32, i64, u32, u8);
+macro_rules! bool_casts {
+    ($($t:ty),*) => {$(
+        impl CastFrom<$t> for Bool {
+            #[inline(always)] fn cast_from(a: $t) -> Self { Bool::from(a != (0 as $t)) }
+        }
+        impl CastFrom<Bool> for $t {
+            #[inline(always)] fn cast_from(a: Bool) -> Self { a.get() as u8 as $t }
+        }
+    )*};
+}
+bool_casts!(f32, f64, i32, i64, u32, u8);
+impl CastFrom<Bool> for Bool {
+    #[inline(always)]
+    fn cast_from(a: Bool) -> Self {
+        Bool::from(a.get())
+    }
+}
+impl<O: CastFrom<A>, A> Op2<O, A> for Cast {
+    #[inline(always)]
+    fn apply(&self, out: &mut O, a: A) {
+        *out = O::cast_from(a);
+    }
+}

@@ -1,0 +1,152 @@
+//! The typed API: `apply1`…`apply4` over [`DeviceTensor`]s, and the checks every launch
+//! passes first (the planner is the only guard the GPU has).
+
+use crate::error::{Error, Operand, Result};
+use crate::gpu::Gpu;
+use crate::layout::Layout;
+use crate::plan::{plan, Plan};
+use crate::tensor::DeviceTensor;
+use cudarc::driver::sys::CUstream;
+use gpu_kernels::apply::OpArg;
+use gpu_kernels::{Elem, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS};
+use std::ffi::c_void;
+
+/// Where an operand lives: enough to decide whether two operands share memory.
+pub(crate) struct Region<'a> {
+    pub operand: Operand,
+    /// Address of the buffer's element 0 (the layout's offsets count from it).
+    pub buffer: u64,
+    pub elem_size: usize,
+    pub layout: &'a Layout,
+}
+
+impl Region<'_> {
+    fn byte_span(&self) -> Result<Option<(u64, u64)>> {
+        Ok(self.layout.span(self.operand)?.map(|s| {
+            let es = self.elem_size as i128;
+            let lo = self.buffer as i128 + s.min as i128 * es;
+            let hi = self.buffer as i128 + (s.max as i128 + 1) * es;
+            (lo.max(0) as u64, hi.max(0) as u64)
+        }))
+    }
+}
+
+/// The aliasing rules:
+/// 1. the output must not map two indices to one element;
+/// 2. an input may share memory with the output only at exactly the same positions
+///    (element-wise in place, `a = sin(a)`); any other overlap is refused.
+pub(crate) fn check_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
+    if out.layout.has_internal_overlap() {
+        return Err(Error::OverlappingOutput {
+            operand: out.operand,
+            shape: out.layout.shape().to_vec(),
+            strides: out.layout.strides().to_vec(),
+        });
+    }
+    let Some((olo, ohi)) = out.byte_span()? else { return Ok(()) };
+    for input in inputs {
+        let Some((lo, hi)) = input.byte_span()? else { continue };
+        if hi <= olo || ohi <= lo {
+            continue;
+        }
+        let same_place = input.buffer == out.buffer && input.elem_size == out.elem_size && {
+            let b = input.layout.broadcast_as(out.layout.shape(), input.operand)?;
+            b.offset() == out.layout.offset()
+                && b.shape().iter().zip(b.strides().iter().zip(out.layout.strides())).all(|(&n, (s, o))| n == 1 || s == o)
+        };
+        if !same_place {
+            return Err(Error::PartialOverlap { operand: input.operand });
+        }
+    }
+    Ok(())
+}
+
+/// Builds the per-variant kernel parameters and launches through [`Gpu::launch`].
+///
+/// # Safety
+/// `ptrs[k]` is the device address of operand `k`'s element at `plan.base[k]`, in a buffer
+/// for which the planner proved every offset of `plan` in bounds; the output does not
+/// overlap itself and inputs overlap it only element-wise in place.
+pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
+    gpu: &Gpu,
+    names: &KernelNames,
+    op: Op,
+    plan: &Plan<N>,
+    ptrs: [u64; N],
+    stream: CUstream,
+) -> Result<()> {
+    unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
+        gpu: &Gpu,
+        names: &KernelNames,
+        op: Op,
+        plan: &Plan<N>,
+        ptrs: [u64; N],
+        stream: CUstream,
+    ) -> Result<()> {
+        let op = OpArg::new(op);
+        let n = I::from_u64(plan.numel);
+        let g = plan.geometry::<I, D>();
+        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
+        args.push(&op as *const OpArg<Op> as *mut c_void);
+        args.push(&n as *const I as *mut c_void);
+        args.push(&g as *const _ as *mut c_void);
+        for p in &ptrs {
+            args.push(p as *const u64 as *mut c_void);
+        }
+        // SAFETY: the parameter list is (OpArg<Op>, I, Geometry<I, D, N>, N pointers), as
+        // `kernels!` declares for this variant; pointers are valid by this fn's contract.
+        unsafe { gpu.launch(names, plan.variant, plan.numel, stream, &mut args) }
+    }
+    // SAFETY: forwarded contract.
+    unsafe {
+        match plan.variant {
+            Variant::Contig => go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::Dn64 => go::<Op, u64, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
+        }
+    }
+}
+
+macro_rules! typed_apply {
+    ($(#[$doc:meta])* $fn:ident, $trait:ident, $n:literal,
+     out: $o:ident, [$($x:ident: $t:ident),*]) => {
+        $(#[$doc])*
+        pub fn $fn<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
+            gpu: &Gpu,
+            op: Op,
+            out: &mut DeviceTensor<$o>,
+            $($x: &DeviceTensor<$t>),*
+        ) -> Result<()> {
+            let plan: Plan<$n> = plan([out.layout() $(, $x.layout())*], ["out" $(, stringify!($x))*])?;
+            check_aliasing(&out.region(gpu, "out")?, &[$($x.region(gpu, stringify!($x))?),*])?;
+            if plan.numel == 0 {
+                return Ok(());
+            }
+            let ptrs = [out.base_addr(gpu) $(, $x.base_addr(gpu))*];
+            // SAFETY: every tensor's layout was checked against its buffer when the view was
+            // made (`DeviceTensor::with_layout`), the plan broadcast them to the output, and
+            // `check_aliasing` proved the aliasing rules.
+            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, ptrs, gpu.stream().cu_stream()) }
+        }
+    };
+}
+
+typed_apply!(
+    /// `op(&mut x[i])` for every element of `x`, in place.
+    apply1, Kernels1, 1, out: T, []
+);
+typed_apply!(
+    /// `op(&mut out[i], a[i])`; `a` is broadcast to `out`'s shape.
+    apply2, Kernels2, 2, out: O, [a: A]
+);
+typed_apply!(
+    /// `op(&mut out[i], a[i], b[i])`; inputs are broadcast to `out`'s shape.
+    apply3, Kernels3, 3, out: O, [a: A, b: B]
+);
+typed_apply!(
+    /// `op(&mut out[i], a[i], b[i], c[i])`; inputs are broadcast to `out`'s shape.
+    apply4, Kernels4, 4, out: O, [a: A, b: B, c: C]
+);

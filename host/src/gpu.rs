@@ -1,0 +1,222 @@
+//! The GPU: a CUDA context, a stream, lazily loaded PTX modules, and the one place that
+//! launches a kernel.
+
+use crate::error::{Error, Result};
+use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
+use gpu_kernels::{KernelNames, Variant};
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::sync::{Arc, RwLock};
+
+/// PTX of one kernel crate for several SM targets (from `strided-apply-builder`).
+#[derive(Clone, Copy, Debug)]
+pub struct ModuleImage {
+    /// The kernel crate's package name (what `kernels!` records in [`KernelNames::module`]).
+    pub name: &'static str,
+    /// `(sm, ptx)` pairs, e.g. `(90, include_str!(…/sm_90.ptx))`.
+    pub ptx: &'static [(u32, &'static str)],
+}
+
+/// Threads per block of every pointwise launch.
+pub const BLOCK: u32 = 256;
+
+/// A device, its context and stream, and the modules loaded on it.
+///
+/// `Gpu` is `Send + Sync`: threads may share one (launches go to its one stream in the
+/// order they are made) or each open their own with [`Gpu::new_stream`].
+pub struct Gpu {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    cc: (i32, i32),
+    sm_count: u32,
+    images: RwLock<HashMap<&'static str, ModuleImage>>,
+    modules: RwLock<HashMap<&'static str, Arc<CudaModule>>>,
+    functions: RwLock<HashMap<&'static str, CudaFunction>>,
+}
+
+impl std::fmt::Debug for Gpu {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gpu").field("ordinal", &self.ctx.ordinal()).field("cc", &self.cc).finish()
+    }
+}
+
+fn driver(what: &'static str) -> impl Fn(DriverError) -> Error {
+    move |source| Error::Driver { what, source }
+}
+
+/// Whether the CUDA driver library can be loaded (cudarc panics on first use otherwise).
+pub fn driver_present() -> bool {
+    // SAFETY: only tries to dlopen the driver library.
+    unsafe { sys::is_culib_present() }
+}
+
+impl Gpu {
+    /// Opens device `ordinal`. Errors, never panics, when there is no driver or device.
+    pub fn new(ordinal: usize) -> Result<Gpu> {
+        if !driver_present() {
+            return Err(Error::NoDriver("libcuda.so was not found".into()));
+        }
+        let count = CudaContext::device_count().map_err(|e| Error::NoDriver(e.to_string()))?;
+        if ordinal >= count.max(0) as usize {
+            return Err(Error::NoDevice { ordinal, count: count.max(0) as usize });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("creating a context"))?;
+        let cc = ctx.compute_capability().map_err(driver("reading the compute capability"))?;
+        let sm_count = ctx
+            .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
+            .map_err(driver("reading the SM count"))? as u32;
+        let stream = ctx.new_stream().map_err(driver("creating a stream"))?;
+        Ok(Gpu {
+            ctx,
+            stream,
+            cc,
+            sm_count,
+            images: RwLock::default(),
+            modules: RwLock::default(),
+            functions: RwLock::default(),
+        })
+    }
+
+    /// Another handle on the same device and modules with a stream of its own.
+    pub fn new_stream(&self) -> Result<Gpu> {
+        let stream = self.ctx.new_stream().map_err(driver("creating a stream"))?;
+        Ok(Gpu {
+            ctx: self.ctx.clone(),
+            stream,
+            cc: self.cc,
+            sm_count: self.sm_count,
+            images: RwLock::new(self.images.read().map(|m| m.clone()).unwrap_or_default()),
+            modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
+            functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
+        })
+    }
+
+    /// Makes a kernel crate's PTX available; it is loaded on first use.
+    pub fn register(&self, image: ModuleImage) {
+        if let Ok(mut m) = self.images.write() {
+            m.insert(image.name, image);
+        }
+    }
+
+    pub fn name(&self) -> String {
+        self.ctx.name().unwrap_or_else(|_| "unknown GPU".into())
+    }
+    pub fn compute_capability(&self) -> (i32, i32) {
+        self.cc
+    }
+    pub fn sm_count(&self) -> u32 {
+        self.sm_count
+    }
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+    pub fn stream(&self) -> &Arc<CudaStream> {
+        &self.stream
+    }
+
+    /// Waits for everything queued on this Gpu's stream.
+    pub fn synchronize(&self) -> Result<()> {
+        self.stream.synchronize().map_err(driver("synchronizing"))
+    }
+
+    fn module(&self, name: &'static str) -> Result<Arc<CudaModule>> {
+        if let Some(m) = self.modules.read().ok().and_then(|m| m.get(name).cloned()) {
+            return Ok(m);
+        }
+        let mut modules = self.modules.write().map_err(|_| Error::ModuleNotRegistered { module: name })?;
+        if let Some(m) = modules.get(name) {
+            return Ok(m.clone());
+        }
+        let image = self
+            .images
+            .read()
+            .ok()
+            .and_then(|i| i.get(name).copied())
+            .ok_or(Error::ModuleNotRegistered { module: name })?;
+        let device_sm = (self.cc.0 * 10 + self.cc.1) as u32;
+        let (sm, ptx) = image
+            .ptx
+            .iter()
+            .filter(|(sm, _)| *sm <= device_sm)
+            .max_by_key(|(sm, _)| *sm)
+            .copied()
+            .ok_or_else(|| Error::NoPtxForDevice {
+                module: name,
+                major: self.cc.0,
+                minor: self.cc.1,
+                built: image.ptx.iter().map(|p| p.0).collect(),
+            })?;
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
+            .map_err(|source| Error::PtxLoad { module: name, sm, source })?;
+        modules.insert(name, module.clone());
+        Ok(module)
+    }
+
+    /// Loads every registered module now (otherwise the first launch of each does).
+    pub fn preload(&self) -> Result<()> {
+        let names: Vec<&'static str> =
+            self.images.read().map(|i| i.keys().copied().collect()).unwrap_or_default();
+        for n in names {
+            self.module(n)?;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn function(&self, names: &KernelNames, variant: Variant) -> Result<CudaFunction> {
+        let kernel = names.get(variant);
+        if let Some(f) = self.functions.read().ok().and_then(|f| f.get(kernel).cloned()) {
+            return Ok(f);
+        }
+        let module = self.module(names.module)?;
+        let f = module
+            .load_function(kernel)
+            .map_err(|source| Error::KernelMissing { module: names.module, kernel, source })?;
+        if let Ok(mut fs) = self.functions.write() {
+            fs.insert(kernel, f.clone());
+        }
+        Ok(f)
+    }
+
+    /// Grid for a grid-stride launch over `n` elements: enough blocks to fill the device,
+    /// never more than [`MAX_GRID_THREADS`](crate::plan::MAX_GRID_THREADS) threads.
+    pub(crate) fn grid(&self, n: u64) -> u32 {
+        let want = n.div_ceil(BLOCK as u64).max(1);
+        let cap = (self.sm_count as u64 * 32).min(crate::plan::MAX_GRID_THREADS / BLOCK as u64);
+        want.min(cap) as u32
+    }
+
+    /// The one launch site.
+    ///
+    /// # Safety
+    /// 1. `args` match the kernel's parameter list in count, order, size and layout (the
+    ///    launcher builds them from the same `#[repr(C)]` types the kernel takes).
+    /// 2. Every pointer argument is valid for every offset the kernel computes from the
+    ///    launch's [`Plan`](crate::plan::Plan), which the planner proved in bounds.
+    /// 3. `stream` is a live stream of this Gpu's context.
+    pub(crate) unsafe fn launch(
+        &self,
+        names: &KernelNames,
+        variant: Variant,
+        n: u64,
+        stream: sys::CUstream,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        let f = self.function(names, variant)?;
+        let kernel = names.get(variant);
+        self.ctx.bind_to_thread().map_err(driver("binding the context"))?;
+        // SAFETY: conditions 1–3 of this function.
+        unsafe {
+            cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                (self.grid(n), 1, 1),
+                (BLOCK, 1, 1),
+                0,
+                stream,
+                args,
+            )
+        }
+        .map_err(|source| Error::Launch { kernel, source })
+    }
+}

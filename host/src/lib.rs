@@ -1,0 +1,30 @@
+//! Host side of strided-apply: layouts and views, the planner, device tensors, the launcher,
+//! the CPU twin and the verification helpers.
+//!
+//! | where | what |
+//! |---|---|
+//! | [`layout`] | shape, strides, offset; views; bounds proofs |
+//! | [`plan`] | broadcast, joint dimension collapse, variant and index-width choice |
+//! | [`gpu`] | context, stream, PTX modules, the one launch site |
+//! | [`tensor`] | reference-counted device buffers with a layout |
+//! | [`api`] | typed `apply1`…`apply4` |
+//! | [`raw`] | device pointer + shape + strides, for frameworks |
+//! | [`cpu`] | the CPU twin |
+//! | [`verify`] | GPU-against-CPU comparison |
+
+pub mod api;
+pub mod cpu;
+pub mod error;
+pub mod gpu;
+pub mod layout;
+pub mod plan;
+pub mod raw;
+pub mod tensor;
+pub mod verify;
+
+pub use api::{apply1, apply2, apply3, apply4};
+pub use error::{Error, Result};
+pub use gpu::{driver_present, Gpu, ModuleImage};
+pub use gpu_kernels::{elem::ElemType, ops, Bool, Elem, Variant};
+pub use layout::Layout;
+pub use tensor::DeviceTensor;

@@ -1,0 +1,141 @@
+//! The planner: shared by the GPU launcher and the CPU twin.
+//!
+//! 1. Broadcast every input to the output's shape (numpy rules; stride 0 on repeated axes).
+//! 2. Drop size-1 axes; order the rest by the output's strides (then the inputs'),
+//!    innermost first, so the output is written in memory order.
+//! 3. Collapse jointly (THC `collapseDims`, PyTorch `coalesce_dimensions`): neighbours merge
+//!    when *every* operand has `stride[outer] == stride[inner] * size[inner]`.
+//! 4. Pick the variant: contiguous when one dimension with unit strides remains; else the
+//!    fixed 1/2/3-dimension or generic kernel, with 32-bit indices when the element count
+//!    and every operand's reachable offsets fit in 31 bits, else 64-bit.
+
+use crate::error::{Error, Operand, Result};
+use crate::layout::Layout;
+use gpu_kernels::{Geometry, Index, Variant, MAX_DIMS};
+
+/// Threads of one launch never exceed this (see the launcher's grid size), which keeps
+/// `i + step` of the 32-bit grid-stride loop from wrapping.
+pub const MAX_GRID_THREADS: u64 = 1 << 30;
+
+/// A launch plan for `N` operands (operand 0 is the output).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Plan<const N: usize> {
+    /// Elements to visit.
+    pub numel: u64,
+    /// Collapsed dimensions in use (0 when contiguous or a single element).
+    pub ndim: usize,
+    /// Sizes, innermost first.
+    pub sizes: [u64; MAX_DIMS],
+    /// `strides[k][d]` of operand `k`, innermost first.
+    pub strides: [[i64; MAX_DIMS]; N],
+    /// Element offset of each operand's first element in its buffer.
+    pub base: [usize; N],
+    pub variant: Variant,
+}
+
+/// Broadcasts `inputs` to `out`'s shape and plans the walk. `names[k]` names operand `k`
+/// in errors.
+pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Result<Plan<N>> {
+    let out_shape = layouts[0].shape().to_vec();
+    let mut strides_in: Vec<Vec<isize>> = Vec::with_capacity(N);
+    let mut base = [0usize; N];
+    for k in 0..N {
+        let l = if k == 0 { layouts[0].clone() } else { layouts[k].broadcast_as(&out_shape, names[k])? };
+        base[k] = l.offset();
+        strides_in.push(l.strides().to_vec());
+    }
+    let numel = out_shape.iter().try_fold(1u64, |a, &s| a.checked_mul(s as u64)).ok_or_else(|| {
+        Error::Overflow { operand: names[0], shape: out_shape.clone(), strides: layouts[0].strides().to_vec() }
+    })?;
+
+    // Step 2: axes of size > 1, innermost first by position, then stable-sorted by stride.
+    let mut axes: Vec<usize> = (0..out_shape.len()).rev().filter(|&d| out_shape[d] != 1).collect();
+    axes.sort_by_key(|&d| {
+        let mut key = [0usize; N];
+        for k in 0..N {
+            key[k] = strides_in[k][d].unsigned_abs();
+        }
+        key
+    });
+
+    // Step 3: joint collapse.
+    let mut dims: Vec<(u64, [i64; N])> = Vec::new();
+    for &d in &axes {
+        let size = out_shape[d] as u64;
+        let mut st = [0i64; N];
+        for k in 0..N {
+            st[k] = strides_in[k][d] as i64;
+        }
+        if let Some((isize_, ist)) = dims.last_mut() {
+            let mergeable = (0..N).all(|k| Some(st[k]) == ist[k].checked_mul(*isize_ as i64));
+            if mergeable {
+                *isize_ *= size;
+                continue;
+            }
+        }
+        dims.push((size, st));
+    }
+    if dims.len() > MAX_DIMS {
+        return Err(Error::RankTooHigh { operand: names[0], ndim: dims.len(), max: MAX_DIMS });
+    }
+
+    let mut plan = Plan {
+        numel,
+        ndim: dims.len(),
+        sizes: [1; MAX_DIMS],
+        strides: [[0; MAX_DIMS]; N],
+        base,
+        variant: Variant::Contig,
+    };
+    for (d, (size, st)) in dims.iter().enumerate() {
+        plan.sizes[d] = *size;
+        for k in 0..N {
+            plan.strides[k][d] = st[k];
+        }
+    }
+
+    // Step 4.
+    let contiguous = plan.ndim == 0 || (plan.ndim == 1 && (0..N).all(|k| plan.strides[k][0] == 1));
+    if contiguous {
+        plan.ndim = 0;
+        plan.variant = Variant::Contig;
+        return Ok(plan);
+    }
+    let limit = i32::MAX as u64;
+    let fits32 = numel <= limit
+        && (0..N).all(|k| {
+            (0..plan.ndim)
+                .try_fold(0u64, |acc, d| {
+                    acc.checked_add(plan.strides[k][d].unsigned_abs().checked_mul(plan.sizes[d] - 1)?)
+                })
+                .is_some_and(|reach| reach <= limit)
+        });
+    plan.variant = match (fits32, plan.ndim) {
+        (true, 1) => Variant::D1,
+        (true, 2) => Variant::D2,
+        (true, 3) => Variant::D3,
+        (true, _) => Variant::Dn,
+        (false, _) => Variant::Dn64,
+    };
+    Ok(plan)
+}
+
+impl<const N: usize> Plan<N> {
+    /// The kernel parameter for variants with index type `I` and `D` dimensions.
+    pub fn geometry<I: Index, const D: usize>(&self) -> Geometry<I, D, N> {
+        let mut g = Geometry::<I, D, N>::empty();
+        g.ndim = self.ndim as u32;
+        for d in 0..self.ndim.min(D) {
+            g.sizes[d] = I::from_u64(self.sizes[d]);
+            for k in 0..N {
+                g.strides[k][d] = I::from_isize(self.strides[k][d] as isize);
+            }
+        }
+        g
+    }
+
+    /// The `ndim` argument the kernel body receives (0 = contiguous).
+    pub fn kernel_ndim(&self) -> usize {
+        self.ndim
+    }
+}

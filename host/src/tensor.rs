@@ -1,0 +1,183 @@
+//! Device tensors: a reference-counted device buffer plus a [`Layout`]. Views share the
+//! buffer; every view is checked against the buffer's length when it is made.
+
+use crate::error::{Error, Operand, Result};
+use crate::gpu::Gpu;
+use crate::layout::Layout;
+use cudarc::driver::{CudaSlice, DevicePtr};
+use gpu_kernels::Elem;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// Device memory for `len` elements, stored as bytes so any [`Elem`] fits.
+pub struct DeviceBuffer {
+    bytes: CudaSlice<u8>,
+    len: usize,
+}
+
+impl DeviceBuffer {
+    /// Base device address.
+    pub fn addr(&self, gpu: &Gpu) -> u64 {
+        let (p, _sync) = self.bytes.device_ptr(gpu.stream());
+        p
+    }
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+pub(crate) fn oom_or(bytes: usize, what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| {
+        if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            Error::OutOfMemory { bytes }
+        } else {
+            Error::Driver { what, source: e }
+        }
+    }
+}
+
+/// An n-dimensional strided view of device memory holding `T`.
+#[derive(Clone)]
+pub struct DeviceTensor<T> {
+    buf: Arc<DeviceBuffer>,
+    layout: Layout,
+    _t: PhantomData<T>,
+}
+
+impl<T> std::fmt::Debug for DeviceTensor<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceTensor").field("layout", &self.layout).field("buffer_len", &self.buf.len).finish()
+    }
+}
+
+impl<T: Elem> DeviceTensor<T> {
+    fn alloc_bytes(gpu: &Gpu, len: usize) -> Result<CudaSlice<u8>> {
+        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        gpu.stream().alloc_zeros::<u8>(bytes.max(1)).map_err(oom_or(bytes, "allocating"))
+    }
+
+    /// Uploads `data` as a dense tensor of `shape` (Kamasu's `<<`).
+    pub fn from_slice(gpu: &Gpu, data: &[T], shape: &[usize]) -> Result<Self> {
+        let layout = Layout::contiguous(shape)?;
+        if layout.numel() != data.len() {
+            return Err(Error::LengthMismatch {
+                operand: "data",
+                len: data.len(),
+                shape: shape.to_vec(),
+                expected: layout.numel(),
+            });
+        }
+        let mut bytes = Self::alloc_bytes(gpu, data.len())?;
+        if !data.is_empty() {
+            gpu.stream()
+                .memcpy_htod(bytemuck::cast_slice::<T, u8>(data), &mut bytes)
+                .map_err(oom_or(0, "uploading"))?;
+        }
+        Ok(DeviceTensor { buf: Arc::new(DeviceBuffer { bytes, len: data.len() }), layout, _t: PhantomData })
+    }
+
+    /// A dense tensor of `shape` filled with zero bytes.
+    pub fn zeros(gpu: &Gpu, shape: &[usize]) -> Result<Self> {
+        let layout = Layout::contiguous(shape)?;
+        let len = layout.numel();
+        let bytes = Self::alloc_bytes(gpu, len)?;
+        Ok(DeviceTensor { buf: Arc::new(DeviceBuffer { bytes, len }), layout, _t: PhantomData })
+    }
+
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+    pub fn shape(&self) -> &[usize] {
+        self.layout.shape()
+    }
+    pub fn numel(&self) -> usize {
+        self.layout.numel()
+    }
+    pub fn buffer(&self) -> &Arc<DeviceBuffer> {
+        &self.buf
+    }
+
+    /// The same buffer under another layout, checked against the buffer.
+    pub fn with_layout(&self, layout: Layout) -> Result<Self> {
+        layout.check_in(self.buf.len, "view")?;
+        Ok(DeviceTensor { buf: self.buf.clone(), layout, _t: PhantomData })
+    }
+
+    /// See [`Layout::slice`].
+    pub fn slice(&self, axis: usize, start: Option<isize>, end: Option<isize>, step: isize) -> Result<Self> {
+        self.with_layout(self.layout.slice(axis, start, end, step)?)
+    }
+    pub fn flip(&self, axis: usize) -> Result<Self> {
+        self.with_layout(self.layout.flip(axis)?)
+    }
+    pub fn permute(&self, perm: &[usize]) -> Result<Self> {
+        self.with_layout(self.layout.permute(perm)?)
+    }
+    pub fn transpose(&self, a: usize, b: usize) -> Result<Self> {
+        self.with_layout(self.layout.transpose(a, b)?)
+    }
+    pub fn broadcast_to(&self, shape: &[usize]) -> Result<Self> {
+        self.with_layout(self.layout.broadcast_to(shape)?)
+    }
+    pub fn unsqueeze(&self, axis: usize) -> Result<Self> {
+        self.with_layout(self.layout.unsqueeze(axis)?)
+    }
+    pub fn squeeze(&self, axis: usize) -> Result<Self> {
+        self.with_layout(self.layout.squeeze(axis)?)
+    }
+    pub fn reshape(&self, shape: &[usize]) -> Result<Self> {
+        self.with_layout(self.layout.reshape(shape)?)
+    }
+
+    /// Device address of the element at the layout's offset.
+    pub(crate) fn base_addr(&self, gpu: &Gpu) -> u64 {
+        self.buf.addr(gpu) + (self.layout.offset() * size_of::<T>()) as u64
+    }
+
+    /// Operand description for the planner's alias check.
+    pub(crate) fn region(&self, gpu: &Gpu, operand: Operand) -> Result<crate::api::Region<'_>> {
+        Ok(crate::api::Region {
+            operand,
+            buffer: self.buf.addr(gpu),
+            elem_size: size_of::<T>(),
+            layout: &self.layout,
+        })
+    }
+
+    /// Downloads the whole underlying buffer (not just this view).
+    pub fn buffer_to_vec(&self, gpu: &Gpu) -> Result<Vec<T>> {
+        let bytes = gpu.stream().clone_dtoh(&self.buf.bytes).map_err(oom_or(0, "downloading"))?;
+        let n = self.buf.len * size_of::<T>();
+        Ok(bytemuck::pod_collect_to_vec(&bytes[..n]))
+    }
+
+    /// This view's elements in row-major order (Kamasu's `>>`).
+    pub fn to_vec(&self, gpu: &Gpu) -> Result<Vec<T>>
+    where
+        gpu_kernels::ops::Cast: gpu_kernels::Kernels2<T, T>,
+    {
+        if self.numel() == 0 {
+            return Ok(Vec::new());
+        }
+        if !self.layout.is_contiguous() {
+            return self.contiguous(gpu)?.to_vec(gpu);
+        }
+        let start = self.layout.offset() * size_of::<T>();
+        let view = self.buf.bytes.slice(start..start + self.numel() * size_of::<T>());
+        let bytes = gpu.stream().clone_dtoh(&view).map_err(oom_or(0, "downloading"))?;
+        Ok(bytemuck::pod_collect_to_vec(&bytes))
+    }
+
+    /// A dense copy on the device (a `Cast` kernel from `T` to `T`).
+    pub fn contiguous(&self, gpu: &Gpu) -> Result<Self>
+    where
+        gpu_kernels::ops::Cast: gpu_kernels::Kernels2<T, T>,
+    {
+        let mut out = DeviceTensor::<T>::zeros(gpu, self.shape())?;
+        crate::api::apply2(gpu, gpu_kernels::ops::Cast, &mut out, self)?;
+        Ok(out)
+    }
+}

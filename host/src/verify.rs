@@ -1,0 +1,62 @@
+//! Comparing GPU results with the CPU twin (or any reference).
+
+use gpu_kernels::ops::Tolerance;
+use gpu_kernels::{Bool, Elem};
+
+/// Distance between two values of an element type: ulps for floats (NaN equals NaN),
+/// 0 or `u64::MAX` for the others.
+pub trait Distance: Elem {
+    fn distance(a: Self, b: Self) -> u64;
+}
+
+macro_rules! exact {
+    ($($t:ty),*) => {$( impl Distance for $t {
+        fn distance(a: Self, b: Self) -> u64 { if a == b { 0 } else { u64::MAX } }
+    } )*};
+}
+exact!(i32, i64, u32, u8, Bool);
+
+macro_rules! float_distance {
+    ($($t:ty => $bits:ty, $signed:ty),*) => {$( impl Distance for $t {
+        fn distance(a: Self, b: Self) -> u64 {
+            if a.is_nan() && b.is_nan() { return 0; }
+            if a.is_nan() || b.is_nan() { return u64::MAX; }
+            if a == b { return 0; }
+            // Map the bit patterns onto a line where adjacent floats differ by one.
+            let key = |x: $t| { let i = x.to_bits() as $signed; if i < 0 { <$signed>::MIN - i } else { i } };
+            (key(a) as i128 - key(b) as i128).unsigned_abs() as u64
+        }
+    } )*};
+}
+float_distance!(f32 => u32, i32, f64 => u64, i64);
+
+/// The first element where two buffers disagree beyond a tolerance.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mismatch<T> {
+    pub index: usize,
+    pub gpu: T,
+    pub cpu: T,
+    /// Distance in ulps (`u64::MAX` for a non-float mismatch or a NaN against a number).
+    pub ulps: u64,
+}
+
+impl<T: std::fmt::Debug> std::fmt::Display for Mismatch<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "element {}: GPU {:?}, CPU {:?} ({} ulp)", self.index, self.gpu, self.cpu, self.ulps)
+    }
+}
+
+/// `None` when `gpu` and `cpu` agree everywhere within `tol`.
+pub fn first_mismatch<T: Distance>(gpu: &[T], cpu: &[T], tol: Tolerance) -> Option<Mismatch<T>> {
+    if gpu.len() != cpu.len() {
+        return Some(Mismatch { index: gpu.len().min(cpu.len()), gpu: T::zeroed(), cpu: T::zeroed(), ulps: u64::MAX });
+    }
+    let bound = match tol {
+        Tolerance::Exact => 0,
+        Tolerance::Ulp(n) => n as u64,
+    };
+    gpu.iter().zip(cpu).enumerate().find_map(|(index, (&g, &c))| {
+        let ulps = T::distance(g, c);
+        (ulps > bound).then_some(Mismatch { index, gpu: g, cpu: c, ulps })
+    })
+}
