@@ -220,3 +220,42 @@ impl Gpu {
         .map_err(|source| Error::Launch { kernel, source })
     }
 }
+
+impl Gpu {
+    /// Milliseconds of device time taken by the work `f` queues on this Gpu's stream,
+    /// measured with CUDA events.
+    pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f32> {
+        let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let start = self.stream.record_event(flags).map_err(driver("recording an event"))?;
+        f()?;
+        let end = self.stream.record_event(flags).map_err(driver("recording an event"))?;
+        end.synchronize().map_err(driver("synchronizing an event"))?;
+        start.elapsed_ms(&end).map_err(driver("reading an event"))
+    }
+
+    /// Device-to-device copy of `bytes` bytes between two buffers of this Gpu.
+    pub fn copy_buffer(
+        &self,
+        dst: &crate::tensor::DeviceBuffer,
+        src: &crate::tensor::DeviceBuffer,
+        bytes: usize,
+    ) -> Result<()> {
+        if bytes > dst.num_bytes() || bytes > src.num_bytes() {
+            return Err(Error::InvalidView {
+                operand: "copy",
+                reason: format!("{bytes} bytes do not fit the buffers"),
+            });
+        }
+        // SAFETY: both addresses belong to live allocations of this context of at least
+        // `bytes` bytes (checked above); the copy is ordered on this Gpu's stream.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                dst.addr(self),
+                src.addr(self),
+                bytes,
+                self.stream.cu_stream(),
+            )
+        }
+        .map_err(driver("copying device memory"))
+    }
+}

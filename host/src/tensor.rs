@@ -21,8 +21,13 @@ impl DeviceBuffer {
         let (p, _sync) = self.bytes.device_ptr(gpu.stream());
         p
     }
+    /// Elements.
     pub fn len(&self) -> usize {
         self.len
+    }
+    /// Bytes allocated.
+    pub fn num_bytes(&self) -> usize {
+        self.bytes.len()
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
