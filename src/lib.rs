@@ -38,11 +38,24 @@
 pub use gpu_kernels;
 pub use host::*;
 
+static BODY: &str = include_str!(env!("STRIDED_APPLY_PTX_BODY"));
+
+macro_rules! target {
+    ($sm:literal, $header:literal, $shared:literal) => {
+        PtxText {
+            sm: $sm,
+            header: include_str!(env!($header)),
+            // The targets' PTX differs only in its header: the body is embedded once.
+            body: if env!($shared).as_bytes()[0] == b'1' { BODY } else { "" },
+        }
+    };
+}
+
 /// PTX of the built-in kernels, one per SM target (from the snapshot or a fresh build).
-pub static BUILTIN_PTX: [(u32, &str); 3] = [
-    (70, include_str!(env!("STRIDED_APPLY_PTX_SM70"))),
-    (80, include_str!(env!("STRIDED_APPLY_PTX_SM80"))),
-    (90, include_str!(env!("STRIDED_APPLY_PTX_SM90"))),
+pub static BUILTIN_PTX: [PtxText; 3] = [
+    target!(70, "STRIDED_APPLY_PTX_SM70_HEADER", "STRIDED_APPLY_PTX_SM70_SHARED"),
+    target!(80, "STRIDED_APPLY_PTX_SM80_HEADER", "STRIDED_APPLY_PTX_SM80_SHARED"),
+    target!(90, "STRIDED_APPLY_PTX_SM90_HEADER", "STRIDED_APPLY_PTX_SM90_SHARED"),
 ];
 
 /// The built-in kernel module (`gpu-kernels`).

@@ -13,8 +13,16 @@ use std::sync::{Arc, RwLock};
 pub struct ModuleImage {
     /// The kernel crate's package name (what `kernels!` records in [`KernelNames::module`]).
     pub name: &'static str,
-    /// `(sm, ptx)` pairs, e.g. `(90, include_str!(…/sm_90.ptx))`.
-    pub ptx: &'static [(u32, &'static str)],
+    /// One PTX text per SM target.
+    pub ptx: &'static [PtxText],
+}
+
+/// The PTX for one SM target, as `header + body` (targets usually share the body).
+#[derive(Clone, Copy, Debug)]
+pub struct PtxText {
+    pub sm: u32,
+    pub header: &'static str,
+    pub body: &'static str,
 }
 
 /// Threads per block of every pointwise launch.
@@ -134,18 +142,19 @@ impl Gpu {
             .and_then(|i| i.get(name).copied())
             .ok_or(Error::ModuleNotRegistered { module: name })?;
         let device_sm = (self.cc.0 * 10 + self.cc.1) as u32;
-        let (sm, ptx) = image
+        let text = image
             .ptx
             .iter()
-            .filter(|(sm, _)| *sm <= device_sm)
-            .max_by_key(|(sm, _)| *sm)
+            .filter(|t| t.sm <= device_sm)
+            .max_by_key(|t| t.sm)
             .copied()
             .ok_or_else(|| Error::NoPtxForDevice {
                 module: name,
                 major: self.cc.0,
                 minor: self.cc.1,
-                built: image.ptx.iter().map(|p| p.0).collect(),
+                built: image.ptx.iter().map(|t| t.sm).collect(),
             })?;
+        let (sm, ptx) = (text.sm, format!("{}{}", text.header, text.body));
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))

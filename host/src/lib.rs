@@ -24,7 +24,7 @@ pub mod verify;
 
 pub use api::{apply1, apply2, apply3, apply4};
 pub use error::{Error, Result};
-pub use gpu::{driver_present, Gpu, ModuleImage};
+pub use gpu::{driver_present, Gpu, ModuleImage, PtxText};
 pub use gpu_kernels::{elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant};
 pub use layout::Layout;
 pub use tensor::DeviceTensor;

@@ -265,20 +265,36 @@ impl PtxBuild {
         text.lines().find_map(|l| l.strip_prefix("sources ").map(str::to_string))
     }
 
-    fn snapshot_files(&self) -> Vec<(u32, PathBuf)> {
-        self.archs.iter().map(|&sm| (sm, self.snapshot_dir.join(format!("sm_{sm}.ptx")))).collect()
+    /// Rebuilds each target's PTX from the snapshot (`body.ptx` + `sm_NN.header`, or a
+    /// whole `sm_NN.ptx` for a target whose body differs) into `out_dir`.
+    pub fn materialize(&self, out_dir: &Path) -> Result<Vec<(u32, PathBuf)>, BuildError> {
+        std::fs::create_dir_all(out_dir)?;
+        let body = std::fs::read_to_string(self.snapshot_dir.join("body.ptx")).unwrap_or_default();
+        let mut files = Vec::new();
+        for &sm in &self.archs {
+            let whole = self.snapshot_dir.join(format!("sm_{sm}.ptx"));
+            let text = if whole.is_file() {
+                std::fs::read_to_string(&whole)?
+            } else {
+                std::fs::read_to_string(self.snapshot_dir.join(format!("sm_{sm}.header")))? + &body
+            };
+            let dest = out_dir.join(format!("sm_{sm}.ptx"));
+            if std::fs::read_to_string(&dest).ok().as_deref() != Some(text.as_str()) {
+                std::fs::write(&dest, text)?;
+            }
+            files.push((sm, dest));
+        }
+        Ok(files)
     }
 
     /// The snapshot when it is fresh, else a fresh compile into `out_dir`.
     pub fn run_into(&self, out_dir: &Path) -> Result<PtxOutput, BuildError> {
         let fingerprint = self.fingerprint()?;
-        let files = self.snapshot_files();
         let forced = std::env::var_os("STRIDED_APPLY_PTX_REBUILD").is_some();
-        if !forced
-            && self.snapshot_fingerprint().as_deref() == Some(&fingerprint)
-            && files.iter().all(|(_, p)| p.is_file())
-        {
-            return Ok(PtxOutput { files, source: PtxSource::Snapshot, fingerprint });
+        if !forced && self.snapshot_fingerprint().as_deref() == Some(&fingerprint) {
+            if let Ok(files) = self.materialize(&out_dir.join("snapshot")) {
+                return Ok(PtxOutput { files, source: PtxSource::Snapshot, fingerprint });
+            }
         }
         let tc = Toolchain::detect().map_err(|reason| BuildError::NoToolchain {
             crate_dir: self.crate_dir.clone(),
@@ -364,18 +380,29 @@ impl PtxBuild {
         Ok(files)
     }
 
-    /// Compiles and writes the snapshot (PTX files and FINGERPRINT).
+    /// Compiles and writes the snapshot: the body shared by the targets once
+    /// (`body.ptx`), each target's header (`sm_NN.header`), and `FINGERPRINT`.
     pub fn refresh_snapshot(&self, tc: &Toolchain) -> Result<(), BuildError> {
-        let files = self.compile(tc, &self.snapshot_dir)?;
+        let files = self.compile(tc, &self.target_dir.join("refresh"))?;
         let fp = self.fingerprint()?;
-        let archs: Vec<String> = files.iter().map(|(sm, _)| format!("sm_{sm}")).collect();
+        let out = PtxOutput { files, source: PtxSource::Compiled, fingerprint: fp.clone() };
+        std::fs::create_dir_all(&self.snapshot_dir)?;
+        for entry in std::fs::read_dir(&self.snapshot_dir)? {
+            let p = entry?.path();
+            if p.extension().is_some_and(|e| e == "ptx" || e == "header") {
+                std::fs::remove_file(p)?;
+            }
+        }
+        let embedded = out.embed(&self.target_dir.join("refresh-split"))?;
+        std::fs::copy(&embedded.body, self.snapshot_dir.join("body.ptx"))?;
+        for (sm, header, shared) in &embedded.targets {
+            let name = if *shared { format!("sm_{sm}.header") } else { format!("sm_{sm}.ptx") };
+            std::fs::copy(header, self.snapshot_dir.join(name))?;
+        }
+        let archs: Vec<String> = out.files.iter().map(|(sm, _)| format!("sm_{sm}")).collect();
         std::fs::write(
             self.snapshot_dir.join("FINGERPRINT"),
-            format!(
-                "sources {fp}\ntoolchain {}\ntargets {}\n",
-                tc.version,
-                archs.join(" ")
-            ),
+            format!("sources {fp}\ntoolchain {}\ntargets {}\n", tc.version, archs.join(" ")),
         )?;
         Ok(())
     }
@@ -387,8 +414,8 @@ impl PtxBuild {
         if self.snapshot_fingerprint() != Some(self.fingerprint()?) {
             stale.push("FINGERPRINT".to_string());
         }
-        for (sm, fresh) in self.compile(tc, scratch)? {
-            let committed = self.snapshot_dir.join(format!("sm_{sm}.ptx"));
+        let committed = self.materialize(&scratch.join("committed"))?;
+        for ((sm, fresh), (_, committed)) in self.compile(tc, scratch)?.into_iter().zip(committed) {
             if std::fs::read(&committed).ok() != Some(std::fs::read(&fresh)?) {
                 stale.push(format!("sm_{sm}.ptx"));
             }
@@ -407,4 +434,49 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// PTX prepared for embedding: the per-target texts usually differ only in their
+/// `.version` / `.target` header, so the body is stored once.
+#[derive(Clone, Debug)]
+pub struct Embedded {
+    /// The body shared by the targets marked `shared`.
+    pub body: PathBuf,
+    /// `(sm, header file, shared)`: the text for `sm` is `header + body` when `shared`,
+    /// else the header file holds the whole text.
+    pub targets: Vec<(u32, PathBuf, bool)>,
+}
+
+fn split_header(ptx: &str) -> (&str, &str) {
+    match ptx.find(".address_size") {
+        Some(i) => {
+            let end = ptx[i..].find('\n').map_or(ptx.len(), |n| i + n + 1);
+            ptx.split_at(end)
+        }
+        None => ("", ptx),
+    }
+}
+
+impl PtxOutput {
+    /// Writes `ptx_body.ptx` and one `ptx_header_sm_NN.ptx` per target into `out_dir`.
+    pub fn embed(&self, out_dir: &Path) -> Result<Embedded, BuildError> {
+        std::fs::create_dir_all(out_dir)?;
+        let texts: Vec<(u32, String)> = self
+            .files
+            .iter()
+            .map(|(sm, p)| std::fs::read_to_string(p).map(|t| (*sm, t)))
+            .collect::<Result<_, _>>()?;
+        let shared_body = texts.first().map(|(_, t)| split_header(t).1.to_string()).unwrap_or_default();
+        let body = out_dir.join("ptx_body.ptx");
+        std::fs::write(&body, &shared_body)?;
+        let mut targets = Vec::new();
+        for (sm, text) in &texts {
+            let (header, b) = split_header(text);
+            let shared = b == shared_body;
+            let path = out_dir.join(format!("ptx_header_sm_{sm}.ptx"));
+            std::fs::write(&path, if shared { header } else { text.as_str() })?;
+            targets.push((*sm, path, shared));
+        }
+        Ok(Embedded { body, targets })
+    }
 }
