@@ -4,16 +4,31 @@
 //! compiles with the NVPTX toolchain (`scripts/setup-toolchain`).
 
 fn main() {
-    let root = std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let root =
+        std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
     let build = strided_apply_builder::PtxBuild::new(root.join("gpu-kernels"));
     let ptx = build.run().unwrap_or_else(|e| panic!("{e}"));
-    let embedded = ptx.embed(&out.join("embed")).unwrap_or_else(|e| panic!("{e}"));
-    println!("cargo:rustc-env=STRIDED_APPLY_PTX_BODY={}", embedded.body.display());
+    let embedded = ptx
+        .embed(&out.join("embed"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "cargo:rustc-env=STRIDED_APPLY_PTX_BODY={}",
+        embedded.body.display()
+    );
     for (sm, header, shared) in &embedded.targets {
-        println!("cargo:rustc-env=STRIDED_APPLY_PTX_SM{sm}_HEADER={}", header.display());
-        println!("cargo:rustc-env=STRIDED_APPLY_PTX_SM{sm}_SHARED={}", *shared as u8);
+        println!(
+            "cargo:rustc-env=STRIDED_APPLY_PTX_SM{sm}_HEADER={}",
+            header.display()
+        );
+        println!(
+            "cargo:rustc-env=STRIDED_APPLY_PTX_SM{sm}_SHARED={}",
+            *shared as u8
+        );
     }
     println!("cargo:rustc-env=STRIDED_APPLY_PTX_SOURCE={:?}", ptx.source);
-    println!("cargo:rustc-env=STRIDED_APPLY_PTX_FINGERPRINT={}", ptx.fingerprint);
+    println!(
+        "cargo:rustc-env=STRIDED_APPLY_PTX_FINGERPRINT={}",
+        ptx.fingerprint
+    );
 }

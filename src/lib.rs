@@ -46,20 +46,39 @@ macro_rules! target {
             sm: $sm,
             header: include_str!(env!($header)),
             // The targets' PTX differs only in its header: the body is embedded once.
-            body: if env!($shared).as_bytes()[0] == b'1' { BODY } else { "" },
+            body: if env!($shared).as_bytes()[0] == b'1' {
+                BODY
+            } else {
+                ""
+            },
         }
     };
 }
 
 /// PTX of the built-in kernels, one per SM target (from the snapshot or a fresh build).
 pub static BUILTIN_PTX: [PtxText; 3] = [
-    target!(70, "STRIDED_APPLY_PTX_SM70_HEADER", "STRIDED_APPLY_PTX_SM70_SHARED"),
-    target!(80, "STRIDED_APPLY_PTX_SM80_HEADER", "STRIDED_APPLY_PTX_SM80_SHARED"),
-    target!(90, "STRIDED_APPLY_PTX_SM90_HEADER", "STRIDED_APPLY_PTX_SM90_SHARED"),
+    target!(
+        70,
+        "STRIDED_APPLY_PTX_SM70_HEADER",
+        "STRIDED_APPLY_PTX_SM70_SHARED"
+    ),
+    target!(
+        80,
+        "STRIDED_APPLY_PTX_SM80_HEADER",
+        "STRIDED_APPLY_PTX_SM80_SHARED"
+    ),
+    target!(
+        90,
+        "STRIDED_APPLY_PTX_SM90_HEADER",
+        "STRIDED_APPLY_PTX_SM90_SHARED"
+    ),
 ];
 
 /// The built-in kernel module (`gpu-kernels`).
-pub const BUILTIN: ModuleImage = ModuleImage { name: "gpu-kernels", ptx: &BUILTIN_PTX };
+pub const BUILTIN: ModuleImage = ModuleImage {
+    name: "gpu-kernels",
+    ptx: &BUILTIN_PTX,
+};
 
 /// Whether the PTX came from the committed snapshot or a fresh compile.
 pub const PTX_SOURCE: &str = env!("STRIDED_APPLY_PTX_SOURCE");

@@ -29,15 +29,35 @@ struct Case {
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let out = Layout::contiguous(&[N, N])?;
     let cases = [
-        Case { name: "contiguous", a: out.clone(), b: out.clone(), b_len: N * N },
-        Case { name: "broadcast row", a: out.clone(), b: Layout::contiguous(&[1, N])?, b_len: N },
-        Case { name: "transposed b", a: out.clone(), b: out.transpose(0, 1)?, b_len: N * N },
+        Case {
+            name: "contiguous",
+            a: out.clone(),
+            b: out.clone(),
+            b_len: N * N,
+        },
+        Case {
+            name: "broadcast row",
+            a: out.clone(),
+            b: Layout::contiguous(&[1, N])?,
+            b_len: N,
+        },
+        Case {
+            name: "transposed b",
+            a: out.clone(),
+            b: out.transpose(0, 1)?,
+            b_len: N * N,
+        },
     ];
     let a = random(N * N, 1);
     let b = random(N * N, 2);
     let gpu = match strided_apply::open(0) {
         Ok(g) => {
-            println!("GPU: {} (compute capability {:?}), PTX from {}", g.name(), g.compute_capability(), strided_apply::PTX_SOURCE);
+            println!(
+                "GPU: {} (compute capability {:?}), PTX from {}",
+                g.name(),
+                g.compute_capability(),
+                strided_apply::PTX_SOURCE
+            );
             Some(g)
         }
         Err(e) => {
@@ -45,29 +65,54 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             None
         }
     };
-    println!("{:<16} {:>10} {:>12} {:>12} {:>10}", "case (f32 add)", "elements", "CPU ms", "GPU GB/s", "GPU = CPU");
+    println!(
+        "{:<16} {:>10} {:>12} {:>12} {:>10}",
+        "case (f32 add)", "elements", "CPU ms", "GPU GB/s", "GPU = CPU"
+    );
     for case in &cases {
         let mut c_cpu = vec![f32::NAN; N * N];
         let t = Instant::now();
-        cpu::apply3(ops::Add, (&mut c_cpu, &out), (&a, &case.a), (&b[..case.b_len], &case.b))?;
+        cpu::apply3(
+            ops::Add,
+            (&mut c_cpu, &out),
+            (&a, &case.a),
+            (&b[..case.b_len], &case.b),
+        )?;
         let cpu_ms = t.elapsed().as_secs_f64() * 1e3;
         let (gbs, same) = match &gpu {
             Some(g) => run_gpu(g, case, &out, &a, &b, &c_cpu)?,
             None => ("-".to_string(), "no GPU".to_string()),
         };
-        println!("{:<16} {:>10} {:>12.2} {:>12} {:>10}", case.name, N * N, cpu_ms, gbs, same);
+        println!(
+            "{:<16} {:>10} {:>12.2} {:>12} {:>10}",
+            case.name,
+            N * N,
+            cpu_ms,
+            gbs,
+            same
+        );
     }
     if let Some(g) = &gpu {
         let bytes = N * N * 4;
         let src = DeviceTensor::from_slice(g, &a, &[N * N])?;
         let dst = DeviceTensor::<f32>::zeros(g, &[N * N])?;
         let ms = median_ms(g, || g.copy_buffer(dst.buffer(), src.buffer(), bytes))?;
-        println!("{:<16} {:>10} {:>12} {:>12.0} {:>10}", "d2d copy", N * N, "-", 2.0 * bytes as f64 / ms / 1e6, "-");
+        println!(
+            "{:<16} {:>10} {:>12} {:>12.0} {:>10}",
+            "d2d copy",
+            N * N,
+            "-",
+            2.0 * bytes as f64 / ms / 1e6,
+            "-"
+        );
     }
     Ok(())
 }
 
-fn median_ms(gpu: &Gpu, mut f: impl FnMut() -> strided_apply::Result<()>) -> strided_apply::Result<f64> {
+fn median_ms(
+    gpu: &Gpu,
+    mut f: impl FnMut() -> strided_apply::Result<()>,
+) -> strided_apply::Result<f64> {
     for _ in 0..3 {
         f()?;
     }
@@ -88,8 +133,10 @@ fn run_gpu(
     c_cpu: &[f32],
 ) -> Result<(String, String), Box<dyn std::error::Error>> {
     let da = DeviceTensor::from_slice(gpu, a, &[N * N])?.with_layout(case.a.clone())?;
-    let db = DeviceTensor::from_slice(gpu, &b[..case.b_len], &[case.b_len])?.with_layout(case.b.clone())?;
-    let mut dc = DeviceTensor::from_slice(gpu, &vec![f32::NAN; N * N], &[N * N])?.with_layout(out.clone())?;
+    let db = DeviceTensor::from_slice(gpu, &b[..case.b_len], &[case.b_len])?
+        .with_layout(case.b.clone())?;
+    let mut dc = DeviceTensor::from_slice(gpu, &vec![f32::NAN; N * N], &[N * N])?
+        .with_layout(out.clone())?;
     apply3(gpu, ops::Add, &mut dc, &da, &db)?;
     let got = dc.buffer_to_vec(gpu)?;
     let same = match first_mismatch(&got, c_cpu, ops::Tolerance::Exact) {

@@ -11,7 +11,10 @@ use strided_apply::{cpu, plan, Variant};
 
 fn check<O: TestElem>(name: &str, case: &Case, got: &[O], expect: &[O]) {
     if let Some(m) = first_mismatch(got, expect, Tolerance::Exact) {
-        panic!("{name} / {}: CPU twin differs from the naive walk at {m}", case.name);
+        panic!(
+            "{name} / {}: CPU twin differs from the naive walk at {m}",
+            case.name
+        );
     }
 }
 
@@ -20,7 +23,8 @@ fn cpu1<Op: Op1<T>, T: TestElem>(op: Op, name: &str, rng: &mut Rng) -> usize {
     for case in &all {
         let init: Vec<T> = random_vec(rng, case.out.len);
         let mut got = init.clone();
-        cpu::apply1(op, (&mut got, &case.out.layout)).unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
+        cpu::apply1(op, (&mut got, &case.out.layout))
+            .unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
         let mut expect = init;
         for o in naive_offsets(case) {
             op.apply(&mut expect[o[0]]);
@@ -35,8 +39,12 @@ fn cpu2<Op: Op2<O, A>, O: TestElem, A: TestElem>(op: Op, name: &str, rng: &mut R
     for case in &all {
         let a: Vec<A> = random_vec(rng, case.inputs[0].len);
         let mut got = vec![O::poison(); case.out.len];
-        cpu::apply2(op, (&mut got, &case.out.layout), (&a, &case.inputs[0].layout))
-            .unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
+        cpu::apply2(
+            op,
+            (&mut got, &case.out.layout),
+            (&a, &case.inputs[0].layout),
+        )
+        .unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
         let mut expect = vec![O::poison(); case.out.len];
         for o in naive_offsets(case) {
             op.apply(&mut expect[o[0]], a[o[1]]);
@@ -46,14 +54,23 @@ fn cpu2<Op: Op2<O, A>, O: TestElem, A: TestElem>(op: Op, name: &str, rng: &mut R
     all.len()
 }
 
-fn cpu3<Op: Op3<O, A, B>, O: TestElem, A: TestElem, B: TestElem>(op: Op, name: &str, rng: &mut Rng) -> usize {
+fn cpu3<Op: Op3<O, A, B>, O: TestElem, A: TestElem, B: TestElem>(
+    op: Op,
+    name: &str,
+    rng: &mut Rng,
+) -> usize {
     let all = cases(2);
     for case in &all {
         let a: Vec<A> = random_vec(rng, case.inputs[0].len);
         let b: Vec<B> = random_vec(rng, case.inputs[1].len);
         let mut got = vec![O::poison(); case.out.len];
-        cpu::apply3(op, (&mut got, &case.out.layout), (&a, &case.inputs[0].layout), (&b, &case.inputs[1].layout))
-            .unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
+        cpu::apply3(
+            op,
+            (&mut got, &case.out.layout),
+            (&a, &case.inputs[0].layout),
+            (&b, &case.inputs[1].layout),
+        )
+        .unwrap_or_else(|e| panic!("{name} / {}: {e}", case.name));
         let mut expect = vec![O::poison(); case.out.len];
         for o in naive_offsets(case) {
             op.apply(&mut expect[o[0]], a[o[1]], b[o[2]]);
@@ -96,9 +113,15 @@ fn cpu_twin_matches_naive_walk_for_every_op_type_and_layout() {
     let mut rng = Rng(0x5eed);
     let mut count = 0;
     macro_rules! run {
-        (1, $name:expr, $op:expr, $t:ty) => { count += cpu1::<_, $t>($op, $name, &mut rng) };
-        (2, $name:expr, $op:expr, $o:ty, $a:ty) => { count += cpu2::<_, $o, $a>($op, $name, &mut rng) };
-        (3, $name:expr, $op:expr, $o:ty, $a:ty, $b:ty) => { count += cpu3::<_, $o, $a, $b>($op, $name, &mut rng) };
+        (1, $name:expr, $op:expr, $t:ty) => {
+            count += cpu1::<_, $t>($op, $name, &mut rng)
+        };
+        (2, $name:expr, $op:expr, $o:ty, $a:ty) => {
+            count += cpu2::<_, $o, $a>($op, $name, &mut rng)
+        };
+        (3, $name:expr, $op:expr, $o:ty, $a:ty, $b:ty) => {
+            count += cpu3::<_, $o, $a, $b>($op, $name, &mut rng)
+        };
         (4, $name:expr, $op:expr, $o:ty, $a:ty, $b:ty, $c:ty) => {
             count += cpu4::<_, $o, $a, $b, $c>($op, $name, &mut rng)
         };
@@ -113,19 +136,35 @@ fn layout_table_reaches_every_32_bit_variant() {
     let mut seen = std::collections::HashSet::new();
     for k in 0..=3 {
         for case in cases(k) {
-            let layouts: Vec<_> = std::iter::once(&case.out).chain(&case.inputs).map(|o| o.layout.clone()).collect();
+            let layouts: Vec<_> = std::iter::once(&case.out)
+                .chain(&case.inputs)
+                .map(|o| o.layout.clone())
+                .collect();
             let v = match k {
                 0 => plan::plan([&layouts[0]], ["out"]).map(|p| p.variant),
                 1 => plan::plan([&layouts[0], &layouts[1]], ["out", "a"]).map(|p| p.variant),
-                2 => plan::plan([&layouts[0], &layouts[1], &layouts[2]], ["out", "a", "b"]).map(|p| p.variant),
-                _ => plan::plan([&layouts[0], &layouts[1], &layouts[2], &layouts[3]], ["out", "a", "b", "c"])
+                2 => plan::plan([&layouts[0], &layouts[1], &layouts[2]], ["out", "a", "b"])
                     .map(|p| p.variant),
+                _ => plan::plan(
+                    [&layouts[0], &layouts[1], &layouts[2], &layouts[3]],
+                    ["out", "a", "b", "c"],
+                )
+                .map(|p| p.variant),
             };
             seen.insert(v.unwrap_or_else(|e| panic!("{}: {e}", case.name)));
         }
     }
-    for v in [Variant::Contig, Variant::D1, Variant::D2, Variant::D3, Variant::Dn] {
-        assert!(seen.contains(&v), "no layout class plans to {v:?}; seen {seen:?}");
+    for v in [
+        Variant::Contig,
+        Variant::D1,
+        Variant::D2,
+        Variant::D3,
+        Variant::Dn,
+    ] {
+        assert!(
+            seen.contains(&v),
+            "no layout class plans to {v:?}; seen {seen:?}"
+        );
     }
 }
 
@@ -136,14 +175,23 @@ fn cpu_transcendentals_within_their_ulp_bound_of_f64() {
     use strided_apply::ops::*;
     use strided_apply::verify::Distance;
     let mut rng = Rng(7);
-    let x: Vec<f32> = (0..100_000).map(|_| (rng.unit() * 20.0 - 10.0) as f32).collect();
-    let y: Vec<f32> = (0..100_000).map(|_| (rng.unit() * 6.0 - 3.0) as f32).collect();
+    let x: Vec<f32> = (0..100_000)
+        .map(|_| (rng.unit() * 20.0 - 10.0) as f32)
+        .collect();
+    let y: Vec<f32> = (0..100_000)
+        .map(|_| (rng.unit() * 6.0 - 3.0) as f32)
+        .collect();
     let l = strided_apply::Layout::contiguous(&[x.len()]).unwrap();
     macro_rules! unary {
         ($op:expr, $bound:expr, $f:expr) => {{
             let mut out = vec![0.0f32; x.len()];
             cpu::apply2($op, (&mut out, &l), (&x, &l)).unwrap();
-            let worst = x.iter().zip(&out).map(|(&a, &g)| f32::distance(g, ($f)(a as f64) as f32)).max().unwrap();
+            let worst = x
+                .iter()
+                .zip(&out)
+                .map(|(&a, &g)| f32::distance(g, ($f)(a as f64) as f32))
+                .max()
+                .unwrap();
             assert!(worst <= $bound, "{}: {worst} ulp", stringify!($op));
         }};
     }
@@ -156,6 +204,9 @@ fn cpu_transcendentals_within_their_ulp_bound_of_f64() {
     unary!(Sqrt, 0, f64::sqrt);
     let mut out = vec![0.0f32; x.len()];
     cpu::apply3(Pow, (&mut out, &l), (&x, &l), (&y, &l)).unwrap();
-    let worst = (0..x.len()).map(|i| f32::distance(out[i], (x[i] as f64).powf(y[i] as f64) as f32)).max().unwrap();
+    let worst = (0..x.len())
+        .map(|i| f32::distance(out[i], (x[i] as f64).powf(y[i] as f64) as f32))
+        .max()
+        .unwrap();
     assert!(worst <= 2, "Pow: {worst} ulp");
 }

@@ -10,6 +10,7 @@ use strided_apply::verify::{first_mismatch, Distance};
 use strided_apply::{api, cpu, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4};
 
 type TestResult = Result<String, String>;
+type GpuTest = (&'static str, fn(&Gpu) -> TestResult);
 
 fn bound<Op: Accuracy>() -> Tolerance {
     // GPU and CPU are each within the bound of the exact result: twice the bound apart.
@@ -19,14 +20,24 @@ fn bound<Op: Accuracy>() -> Tolerance {
     }
 }
 
-fn compare<O: TestElem>(name: &str, case: &Case, gpu: &[O], cpu: &[O], tol: Tolerance) -> Result<(), String> {
+fn compare<O: TestElem>(
+    name: &str,
+    case: &Case,
+    gpu: &[O],
+    cpu: &[O],
+    tol: Tolerance,
+) -> Result<(), String> {
     match first_mismatch(gpu, cpu, tol) {
         None => Ok(()),
         Some(m) => Err(format!("{name} / {}: {m}", case.name)),
     }
 }
 
-fn upload<T: TestElem>(gpu: &Gpu, data: &[T], op: &common::Operand) -> Result<DeviceTensor<T>, String> {
+fn upload<T: TestElem>(
+    gpu: &Gpu,
+    data: &[T],
+    op: &common::Operand,
+) -> Result<DeviceTensor<T>, String> {
     DeviceTensor::from_slice(gpu, data, &[data.len()])
         .and_then(|t| t.with_layout(op.layout.clone()))
         .map_err(|e| e.to_string())
@@ -95,7 +106,11 @@ fn conformance(gpu: &Gpu) -> TestResult {
     if failures.is_empty() {
         Ok(format!("{count} (op, type, layout) cases, GPU = CPU twin"))
     } else {
-        Err(format!("{} of the (op, types) rows failed; first: {}", failures.len(), failures[0]))
+        Err(format!(
+            "{} of the (op, types) rows failed; first: {}",
+            failures.len(),
+            failures[0]
+        ))
     }
 }
 
@@ -113,10 +128,18 @@ fn accuracy(gpu: &Gpu) -> TestResult {
             let mut out = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(|e| e.to_string())?;
             api::apply2(gpu, $op, &mut out, &dx).map_err(|e| e.to_string())?;
             let got = out.to_vec(gpu).map_err(|e| e.to_string())?;
-            let worst = x.iter().zip(&got).map(|(&a, &g)| f32::distance(g, ($f)(a as f64) as f32)).max().unwrap_or(0);
+            let worst = x
+                .iter()
+                .zip(&got)
+                .map(|(&a, &g)| f32::distance(g, ($f)(a as f64) as f32))
+                .max()
+                .unwrap_or(0);
             report.push(format!("{} {worst} ulp", $name));
             if worst > $bound {
-                return Err(format!("{}: {worst} ulp from f64 (bound {})", $name, $bound));
+                return Err(format!(
+                    "{}: {worst} ulp from f64 (bound {})",
+                    $name, $bound
+                ));
             }
         }};
     }
@@ -131,7 +154,10 @@ fn accuracy(gpu: &Gpu) -> TestResult {
     let mut out = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(|e| e.to_string())?;
     api::apply3(gpu, Pow, &mut out, &dx, &dy).map_err(|e| e.to_string())?;
     let got = out.to_vec(gpu).map_err(|e| e.to_string())?;
-    let worst = (0..n).map(|i| f32::distance(got[i], (x[i] as f64).powf(y[i] as f64) as f32)).max().unwrap_or(0);
+    let worst = (0..n)
+        .map(|i| f32::distance(got[i], (x[i] as f64).powf(y[i] as f64) as f32))
+        .max()
+        .unwrap_or(0);
     report.push(format!("pow {worst} ulp"));
     if worst > 2 {
         return Err(format!("pow: {worst} ulp from f64 (bound 2)"));
@@ -139,7 +165,11 @@ fn accuracy(gpu: &Gpu) -> TestResult {
     Ok(format!("f32 vs f64 reference, max: {}", report.join(", ")))
 }
 
-fn expect_err<T>(r: strided_apply::Result<T>, what: &str, ok: impl Fn(&Error) -> bool) -> Result<String, String> {
+fn expect_err<T>(
+    r: strided_apply::Result<T>,
+    what: &str,
+    ok: impl Fn(&Error) -> bool,
+) -> Result<String, String> {
     match r {
         Err(e) if ok(&e) => Ok(format!("{what}: {e}")),
         Err(e) => Err(format!("{what}: wrong error {e:?}")),
@@ -155,17 +185,25 @@ fn typed_errors(gpu: &Gpu) -> TestResult {
     let a = DeviceTensor::from_slice(gpu, &[1.0f32; 12], &[3, 4]).map_err(e)?;
     let mut lines = Vec::new();
     // Output with a stride-0 axis.
-    let mut bcast_out = a.slice(0, Some(0), Some(1), 1).map_err(e)?.broadcast_to(&[3, 4]).map_err(e)?;
-    lines.push(expect_err(api::apply2(gpu, Neg, &mut bcast_out, &a), "overlapping output", |e| {
-        matches!(e, Error::OverlappingOutput { .. })
-    })?);
+    let mut bcast_out = a
+        .slice(0, Some(0), Some(1), 1)
+        .map_err(e)?
+        .broadcast_to(&[3, 4])
+        .map_err(e)?;
+    lines.push(expect_err(
+        api::apply2(gpu, Neg, &mut bcast_out, &a),
+        "overlapping output",
+        |e| matches!(e, Error::OverlappingOutput { .. }),
+    )?);
     // Input shifted by one element against the output in the same buffer.
     let buf = DeviceTensor::from_slice(gpu, &[1.0f32; 13], &[13]).map_err(e)?;
     let mut out = buf.slice(0, Some(0), Some(12), 1).map_err(e)?;
     let shifted = buf.slice(0, Some(1), None, 1).map_err(e)?;
-    lines.push(expect_err(api::apply2(gpu, Neg, &mut out, &shifted), "partial overlap", |e| {
-        matches!(e, Error::PartialOverlap { operand: "a" })
-    })?);
+    lines.push(expect_err(
+        api::apply2(gpu, Neg, &mut out, &shifted),
+        "partial overlap",
+        |e| matches!(e, Error::PartialOverlap { operand: "a" }),
+    )?);
     // Exactly in place is fine: a = -a.
     let mut x = DeviceTensor::from_slice(gpu, &[1.0f32, -2.0, 3.0], &[3]).map_err(e)?;
     let x_in = x.clone();
@@ -174,28 +212,57 @@ fn typed_errors(gpu: &Gpu) -> TestResult {
         return Err("in-place neg gave wrong values".into());
     }
     lines.push("in place a = -a: ok".into());
-    lines.push(expect_err(a.with_layout(strided_apply::Layout::new(&[3, 4], &[4, 1], 1).map_err(e)?), "out of bounds", |e| {
-        matches!(e, Error::OutOfBounds { .. })
+    lines.push(expect_err(
+        a.with_layout(strided_apply::Layout::new(&[3, 4], &[4, 1], 1).map_err(e)?),
+        "out of bounds",
+        |e| matches!(e, Error::OutOfBounds { .. }),
+    )?);
+    lines.push(expect_err(strided_apply::open(4096), "no device", |e| {
+        matches!(e, Error::NoDevice { .. })
     })?);
-    lines.push(expect_err(strided_apply::open(4096), "no device", |e| matches!(e, Error::NoDevice { .. }))?);
-    lines.push(expect_err(DeviceTensor::from_slice(gpu, &[1.0f32; 5], &[2, 3]), "length", |e| {
-        matches!(e, Error::LengthMismatch { .. })
-    })?);
+    lines.push(expect_err(
+        DeviceTensor::from_slice(gpu, &[1.0f32; 5], &[2, 3]),
+        "length",
+        |e| matches!(e, Error::LengthMismatch { .. }),
+    )?);
     // Raw API: type, alignment, null.
     let base = a.buffer().addr(gpu);
     let (shape, strides) = ([12usize], [1isize]);
-    let t = |ptr, elem| RawTensor { ptr, elem, shape: &shape, strides: &strides };
+    let t = |ptr, elem| RawTensor {
+        ptr,
+        elem,
+        shape: &shape,
+        strides: &strides,
+    };
     // SAFETY: every call below is refused by the checks before any launch.
     unsafe {
-        lines.push(expect_err(raw::apply2::<_, f32, f32>(gpu, None, Neg, t(base, ElemType::F32), t(base, ElemType::I32)), "raw type", |e| {
-            matches!(e, Error::TypeMismatch { operand: "a", .. })
-        })?);
-        lines.push(expect_err(raw::apply2::<_, f32, f32>(gpu, None, Neg, t(base + 2, ElemType::F32), t(base, ElemType::F32)), "raw misaligned", |e| {
-            matches!(e, Error::Misaligned { operand: "out", .. })
-        })?);
-        lines.push(expect_err(raw::apply2::<_, f32, f32>(gpu, None, Neg, t(base, ElemType::F32), t(0, ElemType::F32)), "raw null", |e| {
-            matches!(e, Error::NullPointer { operand: "a" })
-        })?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base, ElemType::F32),
+                t(base, ElemType::I32),
+            ),
+            "raw type",
+            |e| matches!(e, Error::TypeMismatch { operand: "a", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base + 2, ElemType::F32),
+                t(base, ElemType::F32),
+            ),
+            "raw misaligned",
+            |e| matches!(e, Error::Misaligned { operand: "out", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(gpu, None, Neg, t(base, ElemType::F32), t(0, ElemType::F32)),
+            "raw null",
+            |e| matches!(e, Error::NullPointer { operand: "a" }),
+        )?);
     }
     // The context still works afterwards.
     let mut y = DeviceTensor::<f32>::zeros(gpu, &[3, 4]).map_err(e)?;
@@ -218,20 +285,37 @@ fn raw_api_matches_typed(gpu: &Gpu) -> TestResult {
     let (s_out, st_out) = ([4usize, 3], [3isize, 1]);
     let (s_a, st_a) = ([4usize, 3], [-1isize, 4]);
     let a_last_col = da.buffer().addr(gpu) + 3 * 4; // element (0, 3)
-    // SAFETY: both views stay inside their 12-element buffers.
+                                                    // SAFETY: both views stay inside their 12-element buffers.
     unsafe {
         raw::apply3::<_, f32, f32, f32>(
             gpu,
             None,
             Add,
-            RawTensor { ptr: out.buffer().addr(gpu), elem: ElemType::F32, shape: &s_out, strides: &st_out },
-            RawTensor { ptr: a_last_col, elem: ElemType::F32, shape: &s_a, strides: &st_a },
-            RawTensor { ptr: a_last_col, elem: ElemType::F32, shape: &s_a, strides: &st_a },
+            RawTensor {
+                ptr: out.buffer().addr(gpu),
+                elem: ElemType::F32,
+                shape: &s_out,
+                strides: &st_out,
+            },
+            RawTensor {
+                ptr: a_last_col,
+                elem: ElemType::F32,
+                shape: &s_a,
+                strides: &st_a,
+            },
+            RawTensor {
+                ptr: a_last_col,
+                elem: ElemType::F32,
+                shape: &s_a,
+                strides: &st_a,
+            },
         )
         .map_err(e)?;
     }
     let got = out.to_vec(gpu).map_err(e)?;
-    let expect: Vec<f32> = (0..4).flat_map(|i| (0..3).map(move |j| 2.0 * (j * 4 + 3 - i) as f32)).collect();
+    let expect: Vec<f32> = (0..4)
+        .flat_map(|i| (0..3).map(move |j| 2.0 * (j * 4 + 3 - i) as f32))
+        .collect();
     if got == expect {
         Ok("raw pointers, negative strides".into())
     } else {
@@ -240,7 +324,7 @@ fn raw_api_matches_typed(gpu: &Gpu) -> TestResult {
 }
 
 fn main() {
-    let tests: [(&str, fn(&Gpu) -> TestResult); 4] = [
+    let tests: [GpuTest; 4] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_transcendentals_within_ulp_bound_of_f64", accuracy),
         ("gpu_typed_errors_and_context_survives", typed_errors),
@@ -261,7 +345,13 @@ fn main() {
             }
         }
         Ok(g) => {
-            println!("GPU: {} (cc {:?}), {} SMs, PTX from {}", g.name(), g.compute_capability(), g.sm_count(), strided_apply::PTX_SOURCE);
+            println!(
+                "GPU: {} (cc {:?}), {} SMs, PTX from {}",
+                g.name(),
+                g.compute_capability(),
+                g.sm_count(),
+                strided_apply::PTX_SOURCE
+            );
             let t = std::time::Instant::now();
             if let Err(e) = g.preload() {
                 println!("loading the kernels failed: {e}");
@@ -271,7 +361,10 @@ fn main() {
                 let t = std::time::Instant::now();
                 match f(g) {
                     Ok(msg) => {
-                        println!("test {name} ... ok ({msg}; {:.1} s)", t.elapsed().as_secs_f64());
+                        println!(
+                            "test {name} ... ok ({msg}; {:.1} s)",
+                            t.elapsed().as_secs_f64()
+                        );
                         passed += 1;
                     }
                     Err(msg) => {

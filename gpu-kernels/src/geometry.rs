@@ -89,7 +89,11 @@ index!(u64, i64);
 impl<I: Index, const D: usize, const N: usize> Geometry<I, D, N> {
     /// A geometry with every size 1 and every stride 0.
     pub fn empty() -> Self {
-        Geometry { sizes: [I::ONE; D], strides: [[I::ZERO; D]; N], ndim: 0 }
+        Geometry {
+            sizes: [I::ONE; D],
+            strides: [[I::ZERO; D]; N],
+            ndim: 0,
+        }
     }
 
     /// IndexToOffset for all operands at once: the element offset of linear index `i` in

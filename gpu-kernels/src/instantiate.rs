@@ -23,8 +23,14 @@ pub enum Variant {
 }
 
 impl Variant {
-    pub const ALL: [Variant; 6] =
-        [Variant::Contig, Variant::D1, Variant::D2, Variant::D3, Variant::Dn, Variant::Dn64];
+    pub const ALL: [Variant; 6] = [
+        Variant::Contig,
+        Variant::D1,
+        Variant::D2,
+        Variant::D3,
+        Variant::Dn,
+        Variant::Dn64,
+    ];
 }
 
 /// Names of one op's kernels in one PTX module.

@@ -159,7 +159,29 @@ macro_rules! float {
     }};
 }
 
-float!(f32, u32, 0x8000_0000u32, __nv_fsqrt_rn, __nv_fmaf, __nv_expf, __nv_logf, __nv_sinf,
-       __nv_cosf, __nv_tanhf, __nv_powf);
-float!(f64, u64, 0x8000_0000_0000_0000u64, __nv_dsqrt_rn, __nv_fma, __nv_exp, __nv_log, __nv_sin,
-       __nv_cos, __nv_tanh, __nv_pow);
+float!(
+    f32,
+    u32,
+    0x8000_0000u32,
+    __nv_fsqrt_rn,
+    __nv_fmaf,
+    __nv_expf,
+    __nv_logf,
+    __nv_sinf,
+    __nv_cosf,
+    __nv_tanhf,
+    __nv_powf
+);
+float!(
+    f64,
+    u64,
+    0x8000_0000_0000_0000u64,
+    __nv_dsqrt_rn,
+    __nv_fma,
+    __nv_exp,
+    __nv_log,
+    __nv_sin,
+    __nv_cos,
+    __nv_tanh,
+    __nv_pow
+);

@@ -120,14 +120,29 @@ unary!(Float: Sqrt => |a| a.sqrt(), Rsqrt => |a| T::ONE.div(a.sqrt()), Exp => |a
 macro_rules! accuracy {
     ($($op:ident = $t:expr),* $(,)?) => {$( impl Accuracy for $op { const TOLERANCE: Tolerance = $t; } )*};
 }
-accuracy!(Add = Tolerance::Exact, Sub = Tolerance::Exact, Mul = Tolerance::Exact,
-          Div = Tolerance::Exact, Min = Tolerance::Exact, Max = Tolerance::Exact,
-          Neg = Tolerance::Exact, Abs = Tolerance::Exact, Relu = Tolerance::Exact,
-          Sqrt = Tolerance::Exact, Rsqrt = Tolerance::Exact, Fma = Tolerance::Exact,
-          Where = Tolerance::Exact, Cast = Tolerance::Exact,
-          Exp = Tolerance::Ulp(2), Log = Tolerance::Ulp(2), Sin = Tolerance::Ulp(2),
-          Cos = Tolerance::Ulp(2), Tanh = Tolerance::Ulp(2), Pow = Tolerance::Ulp(2),
-          Sigmoid = Tolerance::Ulp(3));
+accuracy!(
+    Add = Tolerance::Exact,
+    Sub = Tolerance::Exact,
+    Mul = Tolerance::Exact,
+    Div = Tolerance::Exact,
+    Min = Tolerance::Exact,
+    Max = Tolerance::Exact,
+    Neg = Tolerance::Exact,
+    Abs = Tolerance::Exact,
+    Relu = Tolerance::Exact,
+    Sqrt = Tolerance::Exact,
+    Rsqrt = Tolerance::Exact,
+    Fma = Tolerance::Exact,
+    Where = Tolerance::Exact,
+    Cast = Tolerance::Exact,
+    Exp = Tolerance::Ulp(2),
+    Log = Tolerance::Ulp(2),
+    Sin = Tolerance::Ulp(2),
+    Cos = Tolerance::Ulp(2),
+    Tanh = Tolerance::Ulp(2),
+    Pow = Tolerance::Ulp(2),
+    Sigmoid = Tolerance::Ulp(3)
+);
 
 impl<T: Num> Op4<T, T, T, T> for Fma {
     #[inline(always)]
@@ -153,7 +168,11 @@ pub struct Clamp<T> {
 impl<T: Num> Op2<T, T> for Clamp<T> {
     #[inline(always)]
     fn apply(&self, out: &mut T, a: T) {
-        *out = if a.is_nan() { a } else { a.max(self.lo).min(self.hi) };
+        *out = if a.is_nan() {
+            a
+        } else {
+            a.max(self.lo).min(self.hi)
+        };
     }
 }
 impl<T> Accuracy for Clamp<T> {}

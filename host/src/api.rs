@@ -8,7 +8,9 @@ use crate::plan::{plan, Plan};
 use crate::tensor::DeviceTensor;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
-use gpu_kernels::{Elem, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS};
+use gpu_kernels::{
+    Elem, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
+};
 use std::ffi::c_void;
 
 /// Where an operand lives: enough to decide whether two operands share memory.
@@ -43,19 +45,30 @@ pub(crate) fn check_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
             strides: out.layout.strides().to_vec(),
         });
     }
-    let Some((olo, ohi)) = out.byte_span()? else { return Ok(()) };
+    let Some((olo, ohi)) = out.byte_span()? else {
+        return Ok(());
+    };
     for input in inputs {
-        let Some((lo, hi)) = input.byte_span()? else { continue };
+        let Some((lo, hi)) = input.byte_span()? else {
+            continue;
+        };
         if hi <= olo || ohi <= lo {
             continue;
         }
         let same_place = input.buffer == out.buffer && input.elem_size == out.elem_size && {
-            let b = input.layout.broadcast_as(out.layout.shape(), input.operand)?;
+            let b = input
+                .layout
+                .broadcast_as(out.layout.shape(), input.operand)?;
             b.offset() == out.layout.offset()
-                && b.shape().iter().zip(b.strides().iter().zip(out.layout.strides())).all(|(&n, (s, o))| n == 1 || s == o)
+                && b.shape()
+                    .iter()
+                    .zip(b.strides().iter().zip(out.layout.strides()))
+                    .all(|(&n, (s, o))| n == 1 || s == o)
         };
         if !same_place {
-            return Err(Error::PartialOverlap { operand: input.operand });
+            return Err(Error::PartialOverlap {
+                operand: input.operand,
+            });
         }
     }
     Ok(())

@@ -58,12 +58,19 @@ fn for_each_offset<const N: usize>(plan: &Plan<N>, f: impl Fn([isize; N]) + Sync
         run(0, plan.numel);
     } else {
         let chunks = plan.numel.div_ceil(CHUNK);
-        (0..chunks).into_par_iter().for_each(|c| run(c * CHUNK, ((c + 1) * CHUNK).min(plan.numel)));
+        (0..chunks)
+            .into_par_iter()
+            .for_each(|c| run(c * CHUNK, ((c + 1) * CHUNK).min(plan.numel)));
     }
 }
 
 fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
-    Region { operand, buffer: data.as_ptr() as u64, elem_size: size_of::<T>(), layout }
+    Region {
+        operand,
+        buffer: data.as_ptr() as u64,
+        elem_size: size_of::<T>(),
+        layout,
+    }
 }
 
 macro_rules! cpu_apply {

@@ -14,48 +14,108 @@ pub enum Error {
     #[error("no CUDA device with ordinal {ordinal} ({count} device(s) present)")]
     NoDevice { ordinal: usize, count: usize },
     #[error("module `{module}` has no PTX for this device (compute capability {major}.{minor}; PTX built for {built:?})")]
-    NoPtxForDevice { module: &'static str, major: i32, minor: i32, built: Vec<u32> },
+    NoPtxForDevice {
+        module: &'static str,
+        major: i32,
+        minor: i32,
+        built: Vec<u32>,
+    },
     #[error("module `{module}` is not registered with this Gpu (register its PTX first)")]
     ModuleNotRegistered { module: &'static str },
     #[error("loading PTX module `{module}` (sm_{sm}) failed: {source} (is the driver older than the PTX?)")]
-    PtxLoad { module: &'static str, sm: u32, source: cudarc::driver::DriverError },
+    PtxLoad {
+        module: &'static str,
+        sm: u32,
+        source: cudarc::driver::DriverError,
+    },
     #[error("kernel `{kernel}` is missing from module `{module}`: {source}")]
-    KernelMissing { module: &'static str, kernel: &'static str, source: cudarc::driver::DriverError },
+    KernelMissing {
+        module: &'static str,
+        kernel: &'static str,
+        source: cudarc::driver::DriverError,
+    },
     #[error("launching kernel `{kernel}` failed: {source}")]
-    Launch { kernel: &'static str, source: cudarc::driver::DriverError },
+    Launch {
+        kernel: &'static str,
+        source: cudarc::driver::DriverError,
+    },
     #[error("device out of memory allocating {bytes} bytes")]
     OutOfMemory { bytes: usize },
     #[error("CUDA driver error during {what}: {source}")]
-    Driver { what: &'static str, source: cudarc::driver::DriverError },
+    Driver {
+        what: &'static str,
+        source: cudarc::driver::DriverError,
+    },
     #[error("{operand}: shape {shape:?}, strides {strides:?}, offset {offset} reach elements {min}..={max}, outside a buffer of {len} elements")]
-    OutOfBounds { operand: Operand, shape: Vec<usize>, strides: Vec<isize>, offset: usize, min: i128, max: i128, len: usize },
+    OutOfBounds {
+        operand: Operand,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+        offset: usize,
+        min: i128,
+        max: i128,
+        len: usize,
+    },
     #[error("{operand}: element count or offset arithmetic overflows for shape {shape:?}, strides {strides:?}")]
-    Overflow { operand: Operand, shape: Vec<usize>, strides: Vec<isize> },
+    Overflow {
+        operand: Operand,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+    },
     #[error("{operand}: shape {shape:?} cannot be broadcast to {target:?}")]
-    Broadcast { operand: Operand, shape: Vec<usize>, target: Vec<usize> },
+    Broadcast {
+        operand: Operand,
+        shape: Vec<usize>,
+        target: Vec<usize>,
+    },
     #[error("{operand}: {ndim} dimensions remain after collapsing, more than the maximum {max}")]
-    RankTooHigh { operand: Operand, ndim: usize, max: usize },
+    RankTooHigh {
+        operand: Operand,
+        ndim: usize,
+        max: usize,
+    },
     #[error("{operand}: the output layout maps several indices to one element (shape {shape:?}, strides {strides:?})")]
-    OverlappingOutput { operand: Operand, shape: Vec<usize>, strides: Vec<isize> },
+    OverlappingOutput {
+        operand: Operand,
+        shape: Vec<usize>,
+        strides: Vec<isize>,
+    },
     #[error("{operand} shares memory with the output but not at the same element positions; use a copy (`.contiguous()`) of it")]
     PartialOverlap { operand: Operand },
     #[error("{operand}: element type {found} where {expected} is expected")]
-    TypeMismatch { operand: Operand, expected: &'static str, found: &'static str },
+    TypeMismatch {
+        operand: Operand,
+        expected: &'static str,
+        found: &'static str,
+    },
     #[error("{operand}: pointer {ptr:#x} is not aligned to {align} bytes")]
-    Misaligned { operand: Operand, ptr: u64, align: usize },
+    Misaligned {
+        operand: Operand,
+        ptr: u64,
+        align: usize,
+    },
     #[error("{operand}: null pointer")]
     NullPointer { operand: Operand },
     #[error("{operand}: {reason}")]
     InvalidView { operand: Operand, reason: String },
     #[error("{operand}: {len} elements given for shape {shape:?} ({expected} needed)")]
-    LengthMismatch { operand: Operand, len: usize, shape: Vec<usize>, expected: usize },
+    LengthMismatch {
+        operand: Operand,
+        len: usize,
+        shape: Vec<usize>,
+        expected: usize,
+    },
     #[error("{operand}: belongs to another Gpu (context)")]
     WrongDevice { operand: Operand },
 }
 
 impl Error {
     pub(crate) fn type_mismatch(operand: Operand, expected: ElemType, found: ElemType) -> Self {
-        Error::TypeMismatch { operand, expected: expected.name(), found: found.name() }
+        Error::TypeMismatch {
+            operand,
+            expected: expected.name(),
+            found: found.name(),
+        }
     }
 }
 

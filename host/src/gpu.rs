@@ -44,7 +44,10 @@ pub struct Gpu {
 
 impl std::fmt::Debug for Gpu {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gpu").field("ordinal", &self.ctx.ordinal()).field("cc", &self.cc).finish()
+        f.debug_struct("Gpu")
+            .field("ordinal", &self.ctx.ordinal())
+            .field("cc", &self.cc)
+            .finish()
     }
 }
 
@@ -66,10 +69,15 @@ impl Gpu {
         }
         let count = CudaContext::device_count().map_err(|e| Error::NoDriver(e.to_string()))?;
         if ordinal >= count.max(0) as usize {
-            return Err(Error::NoDevice { ordinal, count: count.max(0) as usize });
+            return Err(Error::NoDevice {
+                ordinal,
+                count: count.max(0) as usize,
+            });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("creating a context"))?;
-        let cc = ctx.compute_capability().map_err(driver("reading the compute capability"))?;
+        let cc = ctx
+            .compute_capability()
+            .map_err(driver("reading the compute capability"))?;
         let sm_count = ctx
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver("reading the SM count"))? as u32;
@@ -131,7 +139,10 @@ impl Gpu {
         if let Some(m) = self.modules.read().ok().and_then(|m| m.get(name).cloned()) {
             return Ok(m);
         }
-        let mut modules = self.modules.write().map_err(|_| Error::ModuleNotRegistered { module: name })?;
+        let mut modules = self
+            .modules
+            .write()
+            .map_err(|_| Error::ModuleNotRegistered { module: name })?;
         if let Some(m) = modules.get(name) {
             return Ok(m.clone());
         }
@@ -158,15 +169,22 @@ impl Gpu {
         let module = self
             .ctx
             .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .map_err(|source| Error::PtxLoad { module: name, sm, source })?;
+            .map_err(|source| Error::PtxLoad {
+                module: name,
+                sm,
+                source,
+            })?;
         modules.insert(name, module.clone());
         Ok(module)
     }
 
     /// Loads every registered module now (otherwise the first launch of each does).
     pub fn preload(&self) -> Result<()> {
-        let names: Vec<&'static str> =
-            self.images.read().map(|i| i.keys().copied().collect()).unwrap_or_default();
+        let names: Vec<&'static str> = self
+            .images
+            .read()
+            .map(|i| i.keys().copied().collect())
+            .unwrap_or_default();
         for n in names {
             self.module(n)?;
         }
@@ -175,13 +193,22 @@ impl Gpu {
 
     pub(crate) fn function(&self, names: &KernelNames, variant: Variant) -> Result<CudaFunction> {
         let kernel = names.get(variant);
-        if let Some(f) = self.functions.read().ok().and_then(|f| f.get(kernel).cloned()) {
+        if let Some(f) = self
+            .functions
+            .read()
+            .ok()
+            .and_then(|f| f.get(kernel).cloned())
+        {
             return Ok(f);
         }
         let module = self.module(names.module)?;
         let f = module
             .load_function(kernel)
-            .map_err(|source| Error::KernelMissing { module: names.module, kernel, source })?;
+            .map_err(|source| Error::KernelMissing {
+                module: names.module,
+                kernel,
+                source,
+            })?;
         if let Ok(mut fs) = self.functions.write() {
             fs.insert(kernel, f.clone());
         }
@@ -214,7 +241,9 @@ impl Gpu {
     ) -> Result<()> {
         let f = self.function(names, variant)?;
         let kernel = names.get(variant);
-        self.ctx.bind_to_thread().map_err(driver("binding the context"))?;
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
         // SAFETY: conditions 1–3 of this function.
         unsafe {
             cudarc::driver::result::launch_kernel(
@@ -235,10 +264,17 @@ impl Gpu {
     /// measured with CUDA events.
     pub fn time_ms(&self, f: impl FnOnce() -> Result<()>) -> Result<f32> {
         let flags = Some(sys::CUevent_flags::CU_EVENT_DEFAULT);
-        let start = self.stream.record_event(flags).map_err(driver("recording an event"))?;
+        let start = self
+            .stream
+            .record_event(flags)
+            .map_err(driver("recording an event"))?;
         f()?;
-        let end = self.stream.record_event(flags).map_err(driver("recording an event"))?;
-        end.synchronize().map_err(driver("synchronizing an event"))?;
+        let end = self
+            .stream
+            .record_event(flags)
+            .map_err(driver("recording an event"))?;
+        end.synchronize()
+            .map_err(driver("synchronizing an event"))?;
         start.elapsed_ms(&end).map_err(driver("reading an event"))
     }
 

@@ -45,8 +45,16 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
     let mut out = vec![0; n];
     for i in 0..n {
-        let x = if i < n - a.len() { 1 } else { a[i - (n - a.len())] };
-        let y = if i < n - b.len() { 1 } else { b[i - (n - b.len())] };
+        let x = if i < n - a.len() {
+            1
+        } else {
+            a[i - (n - a.len())]
+        };
+        let y = if i < n - b.len() {
+            1
+        } else {
+            b[i - (n - b.len())]
+        };
         out[i] = match (x, y) {
             (x, y) if x == y => x,
             (1, y) => y,
@@ -65,7 +73,11 @@ impl Layout {
             shape: shape.to_vec(),
             strides: vec![],
         })?;
-        Ok(Layout { shape: shape.to_vec(), strides, offset: 0 })
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: 0,
+        })
     }
 
     /// Any layout; it is checked against a buffer by [`check_in`](Self::check_in) before use.
@@ -76,7 +88,11 @@ impl Layout {
                 reason: format!("{} sizes but {} strides", shape.len(), strides.len()),
             });
         }
-        Ok(Layout { shape: shape.to_vec(), strides: strides.to_vec(), offset })
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides: strides.to_vec(),
+            offset,
+        })
     }
 
     pub fn shape(&self) -> &[usize] {
@@ -94,11 +110,18 @@ impl Layout {
 
     /// Number of elements (condition 1 is checked by `check_in`; this saturates).
     pub fn numel(&self) -> usize {
-        self.shape.iter().try_fold(1usize, |a, &s| a.checked_mul(s)).unwrap_or(usize::MAX)
+        self.shape
+            .iter()
+            .try_fold(1usize, |a, &s| a.checked_mul(s))
+            .unwrap_or(usize::MAX)
     }
 
     fn overflow(&self, operand: Operand) -> Error {
-        Error::Overflow { operand, shape: self.shape.clone(), strides: self.strides.clone() }
+        Error::Overflow {
+            operand,
+            shape: self.shape.clone(),
+            strides: self.strides.clone(),
+        }
     }
 
     /// The lowest and highest element offsets reached, with checked arithmetic.
@@ -118,9 +141,13 @@ impl Layout {
                 .and_then(|s| s.checked_mul(stride))
                 .ok_or_else(|| self.overflow(operand))?;
             if reach < 0 {
-                min = min.checked_add(reach).ok_or_else(|| self.overflow(operand))?;
+                min = min
+                    .checked_add(reach)
+                    .ok_or_else(|| self.overflow(operand))?;
             } else {
-                max = max.checked_add(reach).ok_or_else(|| self.overflow(operand))?;
+                max = max
+                    .checked_add(reach)
+                    .ok_or_else(|| self.overflow(operand))?;
             }
         }
         Ok(Some(Span { min, max }))
@@ -201,10 +228,19 @@ impl Layout {
     /// Python-style `start..end` with `step` along `axis`: indices are clamped to the
     /// axis; a negative `step` walks backwards from `start` (default: the last element).
     /// `None` bounds mean "from the beginning / to the end" in the step's direction.
-    pub fn slice(&self, axis: usize, start: Option<isize>, end: Option<isize>, step: isize) -> Result<Layout> {
+    pub fn slice(
+        &self,
+        axis: usize,
+        start: Option<isize>,
+        end: Option<isize>,
+        step: isize,
+    ) -> Result<Layout> {
         let axis = self.axis(axis, "view")?;
         if step == 0 {
-            return Err(Error::InvalidView { operand: "view", reason: "slice step is 0".into() });
+            return Err(Error::InvalidView {
+                operand: "view",
+                reason: "slice step is 0".into(),
+            });
         }
         let n = self.shape[axis] as isize;
         let norm = |i: isize, lo: isize, hi: isize| -> isize {
@@ -218,18 +254,29 @@ impl Layout {
         } else {
             let s = start.map_or(n - 1, |s| norm(s, -1, n - 1));
             let e = end.map_or(-1, |e| norm(e, -1, n - 1));
-            (s, if s > e { (s - e + (-step) - 1) / (-step) } else { 0 })
+            (
+                s,
+                if s > e {
+                    (s - e + (-step) - 1) / (-step)
+                } else {
+                    0
+                },
+            )
         };
         let mut out = self.clone();
         out.shape[axis] = count as usize;
         if count > 0 {
-            let moved = first.checked_mul(self.strides[axis]).ok_or_else(|| self.overflow("view"))?;
+            let moved = first
+                .checked_mul(self.strides[axis])
+                .ok_or_else(|| self.overflow("view"))?;
             out.offset = (self.offset as isize)
                 .checked_add(moved)
                 .and_then(|o| usize::try_from(o).ok())
                 .ok_or_else(|| self.overflow("view"))?;
         }
-        out.strides[axis] = self.strides[axis].checked_mul(step).ok_or_else(|| self.overflow("view"))?;
+        out.strides[axis] = self.strides[axis]
+            .checked_mul(step)
+            .ok_or_else(|| self.overflow("view"))?;
         Ok(out)
     }
 
@@ -241,7 +288,11 @@ impl Layout {
     /// Reorders axes: new axis `i` is old axis `perm[i]`.
     pub fn permute(&self, perm: &[usize]) -> Result<Layout> {
         let mut seen = vec![false; self.ndim()];
-        if perm.len() != self.ndim() || perm.iter().any(|&p| p >= self.ndim() || std::mem::replace(&mut seen[p], true)) {
+        if perm.len() != self.ndim()
+            || perm
+                .iter()
+                .any(|&p| p >= self.ndim() || std::mem::replace(&mut seen[p], true))
+        {
             return Err(Error::InvalidView {
                 operand: "view",
                 reason: format!("{perm:?} is not a permutation of {} axes", self.ndim()),
@@ -269,7 +320,11 @@ impl Layout {
     }
 
     pub(crate) fn broadcast_as(&self, shape: &[usize], operand: Operand) -> Result<Layout> {
-        let err = || Error::Broadcast { operand, shape: self.shape.clone(), target: shape.to_vec() };
+        let err = || Error::Broadcast {
+            operand,
+            shape: self.shape.clone(),
+            target: shape.to_vec(),
+        };
         if shape.len() < self.ndim() {
             return Err(err());
         }
@@ -285,7 +340,11 @@ impl Layout {
                 return Err(err());
             };
         }
-        Ok(Layout { shape: shape.to_vec(), strides, offset: self.offset })
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        })
     }
 
     /// Inserts a size-1 axis at `axis` (0..=ndim).
@@ -324,16 +383,28 @@ impl Layout {
         if new_n != Some(self.numel()) {
             return Err(Error::InvalidView {
                 operand: "view",
-                reason: format!("cannot reshape {:?} ({} elements) to {shape:?}", self.shape, self.numel()),
+                reason: format!(
+                    "cannot reshape {:?} ({} elements) to {shape:?}",
+                    self.shape,
+                    self.numel()
+                ),
             });
         }
         if self.numel() == 0 {
-            return Layout::contiguous(shape).map(|l| Layout { offset: self.offset, ..l });
+            return Layout::contiguous(shape).map(|l| Layout {
+                offset: self.offset,
+                ..l
+            });
         }
         // Group old axes (size-1 dropped) into runs that are contiguous among themselves,
         // then split each run into new axes.
-        let old: Vec<(usize, isize)> =
-            self.shape.iter().zip(&self.strides).filter(|(&n, _)| n != 1).map(|(&n, &s)| (n, s)).collect();
+        let old: Vec<(usize, isize)> = self
+            .shape
+            .iter()
+            .zip(&self.strides)
+            .filter(|(&n, _)| n != 1)
+            .map(|(&n, &s)| (n, s))
+            .collect();
         let mut strides = vec![0isize; shape.len()];
         let mut oi = 0; // next old axis
         let mut ni = 0; // next new axis
@@ -347,7 +418,8 @@ impl Layout {
             let (mut old_prod, mut new_prod) = (1usize, 1usize);
             let (o_start, n_start) = (oi, ni);
             loop {
-                if old_prod <= new_prod && oi < old.len() && (old_prod < new_prod || old_prod == 1) {
+                if old_prod <= new_prod && oi < old.len() && (old_prod < new_prod || old_prod == 1)
+                {
                     old_prod *= old[oi].0;
                     oi += 1;
                 } else if new_prod < old_prod && ni < shape.len() {
@@ -378,6 +450,10 @@ impl Layout {
                 stride *= shape[k] as isize;
             }
         }
-        Ok(Layout { shape: shape.to_vec(), strides, offset: self.offset })
+        Ok(Layout {
+            shape: shape.to_vec(),
+            strides,
+            offset: self.offset,
+        })
     }
 }

@@ -12,6 +12,8 @@
 //! | [`cpu`] | the CPU twin |
 //! | [`verify`] | GPU-against-CPU comparison |
 
+#![allow(clippy::needless_range_loop)] // loops over operands index several arrays at once
+
 pub mod api;
 pub mod cpu;
 pub mod error;
@@ -25,6 +27,8 @@ pub mod verify;
 pub use api::{apply1, apply2, apply3, apply4};
 pub use error::{Error, Result};
 pub use gpu::{driver_present, Gpu, ModuleImage, PtxText};
-pub use gpu_kernels::{elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant};
+pub use gpu_kernels::{
+    elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant,
+};
 pub use layout::Layout;
 pub use tensor::DeviceTensor;

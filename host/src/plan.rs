@@ -40,16 +40,28 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
     let mut strides_in: Vec<Vec<isize>> = Vec::with_capacity(N);
     let mut base = [0usize; N];
     for k in 0..N {
-        let l = if k == 0 { layouts[0].clone() } else { layouts[k].broadcast_as(&out_shape, names[k])? };
+        let l = if k == 0 {
+            layouts[0].clone()
+        } else {
+            layouts[k].broadcast_as(&out_shape, names[k])?
+        };
         base[k] = l.offset();
         strides_in.push(l.strides().to_vec());
     }
-    let numel = out_shape.iter().try_fold(1u64, |a, &s| a.checked_mul(s as u64)).ok_or_else(|| {
-        Error::Overflow { operand: names[0], shape: out_shape.clone(), strides: layouts[0].strides().to_vec() }
-    })?;
+    let numel = out_shape
+        .iter()
+        .try_fold(1u64, |a, &s| a.checked_mul(s as u64))
+        .ok_or_else(|| Error::Overflow {
+            operand: names[0],
+            shape: out_shape.clone(),
+            strides: layouts[0].strides().to_vec(),
+        })?;
 
     // Step 2: axes of size > 1, innermost first by position, then stable-sorted by stride.
-    let mut axes: Vec<usize> = (0..out_shape.len()).rev().filter(|&d| out_shape[d] != 1).collect();
+    let mut axes: Vec<usize> = (0..out_shape.len())
+        .rev()
+        .filter(|&d| out_shape[d] != 1)
+        .collect();
     axes.sort_by_key(|&d| {
         let mut key = [0usize; N];
         for k in 0..N {
@@ -76,7 +88,11 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
         dims.push((size, st));
     }
     if dims.len() > MAX_DIMS {
-        return Err(Error::RankTooHigh { operand: names[0], ndim: dims.len(), max: MAX_DIMS });
+        return Err(Error::RankTooHigh {
+            operand: names[0],
+            ndim: dims.len(),
+            max: MAX_DIMS,
+        });
     }
 
     let mut plan = Plan {
@@ -106,7 +122,11 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
         && (0..N).all(|k| {
             (0..plan.ndim)
                 .try_fold(0u64, |acc, d| {
-                    acc.checked_add(plan.strides[k][d].unsigned_abs().checked_mul(plan.sizes[d] - 1)?)
+                    acc.checked_add(
+                        plan.strides[k][d]
+                            .unsigned_abs()
+                            .checked_mul(plan.sizes[d] - 1)?,
+                    )
                 })
                 .is_some_and(|reach| reach <= limit)
         });

@@ -42,7 +42,11 @@ impl RawTensor<'_> {
             }
             let align = expected.size();
             if self.ptr % align as u64 != 0 {
-                return Err(Error::Misaligned { operand, ptr: self.ptr, align });
+                return Err(Error::Misaligned {
+                    operand,
+                    ptr: self.ptr,
+                    align,
+                });
             }
         }
         Ok(layout)

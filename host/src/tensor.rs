@@ -34,7 +34,10 @@ impl DeviceBuffer {
     }
 }
 
-pub(crate) fn oom_or(bytes: usize, what: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+pub(crate) fn oom_or(
+    bytes: usize,
+    what: &'static str,
+) -> impl Fn(cudarc::driver::DriverError) -> Error {
     move |e| {
         if e.0 == cudarc::driver::sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             Error::OutOfMemory { bytes }
@@ -54,14 +57,21 @@ pub struct DeviceTensor<T> {
 
 impl<T> std::fmt::Debug for DeviceTensor<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DeviceTensor").field("layout", &self.layout).field("buffer_len", &self.buf.len).finish()
+        f.debug_struct("DeviceTensor")
+            .field("layout", &self.layout)
+            .field("buffer_len", &self.buf.len)
+            .finish()
     }
 }
 
 impl<T: Elem> DeviceTensor<T> {
     fn alloc_bytes(gpu: &Gpu, len: usize) -> Result<CudaSlice<u8>> {
-        let bytes = len.checked_mul(size_of::<T>()).ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
-        gpu.stream().alloc_zeros::<u8>(bytes.max(1)).map_err(oom_or(bytes, "allocating"))
+        let bytes = len
+            .checked_mul(size_of::<T>())
+            .ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
+        gpu.stream()
+            .alloc_zeros::<u8>(bytes.max(1))
+            .map_err(oom_or(bytes, "allocating"))
     }
 
     /// Uploads `data` as a dense tensor of `shape` (Kamasu's `<<`).
@@ -81,7 +91,14 @@ impl<T: Elem> DeviceTensor<T> {
                 .memcpy_htod(bytemuck::cast_slice::<T, u8>(data), &mut bytes)
                 .map_err(oom_or(0, "uploading"))?;
         }
-        Ok(DeviceTensor { buf: Arc::new(DeviceBuffer { bytes, len: data.len() }), layout, _t: PhantomData })
+        Ok(DeviceTensor {
+            buf: Arc::new(DeviceBuffer {
+                bytes,
+                len: data.len(),
+            }),
+            layout,
+            _t: PhantomData,
+        })
     }
 
     /// A dense tensor of `shape` filled with zero bytes.
@@ -89,7 +106,11 @@ impl<T: Elem> DeviceTensor<T> {
         let layout = Layout::contiguous(shape)?;
         let len = layout.numel();
         let bytes = Self::alloc_bytes(gpu, len)?;
-        Ok(DeviceTensor { buf: Arc::new(DeviceBuffer { bytes, len }), layout, _t: PhantomData })
+        Ok(DeviceTensor {
+            buf: Arc::new(DeviceBuffer { bytes, len }),
+            layout,
+            _t: PhantomData,
+        })
     }
 
     pub fn layout(&self) -> &Layout {
@@ -108,11 +129,21 @@ impl<T: Elem> DeviceTensor<T> {
     /// The same buffer under another layout, checked against the buffer.
     pub fn with_layout(&self, layout: Layout) -> Result<Self> {
         layout.check_in(self.buf.len, "view")?;
-        Ok(DeviceTensor { buf: self.buf.clone(), layout, _t: PhantomData })
+        Ok(DeviceTensor {
+            buf: self.buf.clone(),
+            layout,
+            _t: PhantomData,
+        })
     }
 
     /// See [`Layout::slice`].
-    pub fn slice(&self, axis: usize, start: Option<isize>, end: Option<isize>, step: isize) -> Result<Self> {
+    pub fn slice(
+        &self,
+        axis: usize,
+        start: Option<isize>,
+        end: Option<isize>,
+        step: isize,
+    ) -> Result<Self> {
         self.with_layout(self.layout.slice(axis, start, end, step)?)
     }
     pub fn flip(&self, axis: usize) -> Result<Self> {
@@ -154,7 +185,10 @@ impl<T: Elem> DeviceTensor<T> {
 
     /// Downloads the whole underlying buffer (not just this view).
     pub fn buffer_to_vec(&self, gpu: &Gpu) -> Result<Vec<T>> {
-        let bytes = gpu.stream().clone_dtoh(&self.buf.bytes).map_err(oom_or(0, "downloading"))?;
+        let bytes = gpu
+            .stream()
+            .clone_dtoh(&self.buf.bytes)
+            .map_err(oom_or(0, "downloading"))?;
         let n = self.buf.len * size_of::<T>();
         Ok(bytemuck::pod_collect_to_vec(&bytes[..n]))
     }
@@ -171,8 +205,14 @@ impl<T: Elem> DeviceTensor<T> {
             return self.contiguous(gpu)?.to_vec(gpu);
         }
         let start = self.layout.offset() * size_of::<T>();
-        let view = self.buf.bytes.slice(start..start + self.numel() * size_of::<T>());
-        let bytes = gpu.stream().clone_dtoh(&view).map_err(oom_or(0, "downloading"))?;
+        let view = self
+            .buf
+            .bytes
+            .slice(start..start + self.numel() * size_of::<T>());
+        let bytes = gpu
+            .stream()
+            .clone_dtoh(&view)
+            .map_err(oom_or(0, "downloading"))?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
     }
 

@@ -42,21 +42,38 @@ pub struct Mismatch<T> {
 
 impl<T: std::fmt::Debug> std::fmt::Display for Mismatch<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "element {}: GPU {:?}, CPU {:?} ({} ulp)", self.index, self.gpu, self.cpu, self.ulps)
+        write!(
+            f,
+            "element {}: GPU {:?}, CPU {:?} ({} ulp)",
+            self.index, self.gpu, self.cpu, self.ulps
+        )
     }
 }
 
 /// `None` when `gpu` and `cpu` agree everywhere within `tol`.
 pub fn first_mismatch<T: Distance>(gpu: &[T], cpu: &[T], tol: Tolerance) -> Option<Mismatch<T>> {
     if gpu.len() != cpu.len() {
-        return Some(Mismatch { index: gpu.len().min(cpu.len()), gpu: T::zeroed(), cpu: T::zeroed(), ulps: u64::MAX });
+        return Some(Mismatch {
+            index: gpu.len().min(cpu.len()),
+            gpu: T::zeroed(),
+            cpu: T::zeroed(),
+            ulps: u64::MAX,
+        });
     }
     let bound = match tol {
         Tolerance::Exact => 0,
         Tolerance::Ulp(n) => n as u64,
     };
-    gpu.iter().zip(cpu).enumerate().find_map(|(index, (&g, &c))| {
-        let ulps = T::distance(g, c);
-        (ulps > bound).then_some(Mismatch { index, gpu: g, cpu: c, ulps })
-    })
+    gpu.iter()
+        .zip(cpu)
+        .enumerate()
+        .find_map(|(index, (&g, &c))| {
+            let ulps = T::distance(g, c);
+            (ulps > bound).then_some(Mismatch {
+                index,
+                gpu: g,
+                cpu: c,
+                ulps,
+            })
+        })
 }

@@ -79,17 +79,27 @@ pub struct Case {
 
 fn dense(shape: &[usize]) -> Operand {
     let layout = Layout::contiguous(shape).unwrap();
-    Operand { len: layout.numel(), layout }
+    Operand {
+        len: layout.numel(),
+        layout,
+    }
 }
 fn view(buffer: &[usize], f: impl Fn(Layout) -> Layout) -> Operand {
     let base = Layout::contiguous(buffer).unwrap();
-    Operand { len: base.numel(), layout: f(base) }
+    Operand {
+        len: base.numel(),
+        layout: f(base),
+    }
 }
 
 /// Every layout class, for an op with `k` inputs. The last input takes the broadcast shapes.
 pub fn cases(k: usize) -> Vec<Case> {
     let s = [37usize, 53];
-    let all = |name, out: Operand, inp: Operand| Case { name, out, inputs: vec![inp; k] };
+    let all = |name, out: Operand, inp: Operand| Case {
+        name,
+        out,
+        inputs: vec![inp; k],
+    };
     let last = |name, out: Operand, rest: Operand, l: Operand| {
         let mut inputs = vec![rest; k];
         if let Some(x) = inputs.last_mut() {
@@ -101,30 +111,80 @@ pub fn cases(k: usize) -> Vec<Case> {
     let perm5_in = |l: Layout| l.permute(&[4, 1, 0, 2, 3]).unwrap();
     vec![
         all("contiguous", dense(&s), dense(&s)),
-        all("transposed-2d", dense(&s), view(&[53, 37], |l| l.transpose(0, 1).unwrap())),
-        all("out-transposed", view(&[53, 37], |l| l.transpose(0, 1).unwrap()), dense(&s)),
+        all(
+            "transposed-2d",
+            dense(&s),
+            view(&[53, 37], |l| l.transpose(0, 1).unwrap()),
+        ),
+        all(
+            "out-transposed",
+            view(&[53, 37], |l| l.transpose(0, 1).unwrap()),
+            dense(&s),
+        ),
         last("broadcast-row", dense(&s), dense(&s), dense(&[1, 53])),
         last("broadcast-row-1d", dense(&s), dense(&s), dense(&[53])),
         last("broadcast-col", dense(&s), dense(&s), dense(&[37, 1])),
         last("broadcast-scalar", dense(&s), dense(&s), dense(&[])),
-        all("slice-step2", view(&[74, 53], |l| l.slice(0, None, None, 2).unwrap()),
-            view(&[37, 106], |l| l.slice(1, None, None, 2).unwrap())),
-        all("slice-step3", dense(&s), view(&[111, 53], |l| l.slice(0, Some(2), None, 3).unwrap())),
-        all("1d-step2", dense(&[1000]), view(&[2001], |l| l.slice(0, Some(1), None, 2).unwrap())),
-        all("negative-2-axes", view(&s, |l| l.flip(1).unwrap()),
-            view(&s, |l| l.flip(0).unwrap().flip(1).unwrap())),
-        all("offset-view", dense(&s), view(&[40, 60], |l| l
-            .slice(0, Some(3), Some(40), 1).unwrap().slice(1, Some(7), None, 1).unwrap())),
-        all("permuted-3d", dense(&[6, 7, 11]), view(&[7, 6, 11], |l| l.permute(&[1, 0, 2]).unwrap())),
-        all("permuted-4d", dense(&[17, 33, 5, 3]), view(&[3, 17, 5, 33], perm4)),
-        all("permuted-5d", view(&[65, 17, 3, 5, 2], |l| l.permute(&[2, 1, 4, 3, 0]).unwrap()),
-            view(&[2, 17, 5, 65, 3], perm5_in)),
-        all("generic-6d", dense(&[3, 2, 3, 2, 3, 2]),
-            view(&[2, 3, 2, 3, 2, 3], |l| l.permute(&[5, 4, 3, 2, 1, 0]).unwrap())),
+        all(
+            "slice-step2",
+            view(&[74, 53], |l| l.slice(0, None, None, 2).unwrap()),
+            view(&[37, 106], |l| l.slice(1, None, None, 2).unwrap()),
+        ),
+        all(
+            "slice-step3",
+            dense(&s),
+            view(&[111, 53], |l| l.slice(0, Some(2), None, 3).unwrap()),
+        ),
+        all(
+            "1d-step2",
+            dense(&[1000]),
+            view(&[2001], |l| l.slice(0, Some(1), None, 2).unwrap()),
+        ),
+        all(
+            "negative-2-axes",
+            view(&s, |l| l.flip(1).unwrap()),
+            view(&s, |l| l.flip(0).unwrap().flip(1).unwrap()),
+        ),
+        all(
+            "offset-view",
+            dense(&s),
+            view(&[40, 60], |l| {
+                l.slice(0, Some(3), Some(40), 1)
+                    .unwrap()
+                    .slice(1, Some(7), None, 1)
+                    .unwrap()
+            }),
+        ),
+        all(
+            "permuted-3d",
+            dense(&[6, 7, 11]),
+            view(&[7, 6, 11], |l| l.permute(&[1, 0, 2]).unwrap()),
+        ),
+        all(
+            "permuted-4d",
+            dense(&[17, 33, 5, 3]),
+            view(&[3, 17, 5, 33], perm4),
+        ),
+        all(
+            "permuted-5d",
+            view(&[65, 17, 3, 5, 2], |l| l.permute(&[2, 1, 4, 3, 0]).unwrap()),
+            view(&[2, 17, 5, 65, 3], perm5_in),
+        ),
+        all(
+            "generic-6d",
+            dense(&[3, 2, 3, 2, 3, 2]),
+            view(&[2, 3, 2, 3, 2, 3], |l| {
+                l.permute(&[5, 4, 3, 2, 1, 0]).unwrap()
+            }),
+        ),
         all("size-0", dense(&[0, 5]), dense(&[0, 5])),
         all("size-1", dense(&[1]), dense(&[1])),
         all("0-d", dense(&[]), dense(&[])),
-        all("broadcast-all-to-1000", dense(&[10, 10, 10]), dense(&[1, 1, 1])),
+        all(
+            "broadcast-all-to-1000",
+            dense(&[10, 10, 10]),
+            dense(&[1, 1, 1]),
+        ),
     ]
 }
 

@@ -45,9 +45,15 @@ const PROFILE_FLAGS: [&str; 6] = [
 #[derive(Debug)]
 pub enum BuildError {
     /// No NVPTX toolchain was found and the snapshot is stale or missing.
-    NoToolchain { crate_dir: PathBuf, reason: String },
+    NoToolchain {
+        crate_dir: PathBuf,
+        reason: String,
+    },
     /// The nvptx build itself failed.
-    Compile { sm: u32, stderr: String },
+    Compile {
+        sm: u32,
+        stderr: String,
+    },
     Io(std::io::Error),
 }
 
@@ -92,12 +98,16 @@ pub struct Toolchain {
 }
 
 fn env_path(name: &str) -> Option<PathBuf> {
-    std::env::var_os(name).filter(|v| !v.is_empty()).map(PathBuf::from)
+    std::env::var_os(name)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
 }
 
 fn run_stdout(cmd: &mut Command) -> Option<String> {
     let out = cmd.output().ok()?;
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
 fn find_libdevice() -> Result<PathBuf, String> {
@@ -131,16 +141,27 @@ impl Toolchain {
         ) {
             let version = run_stdout(Command::new(&rustc).arg("--version"))
                 .ok_or_else(|| format!("{} --version failed", rustc.display()))?;
-            return Ok(Toolchain { rustc, cargo, linker, llvm_bin, libdevice, version });
+            return Ok(Toolchain {
+                rustc,
+                cargo,
+                linker,
+                llvm_bin,
+                libdevice,
+                version,
+            });
         }
         // 2. rustup nightly with rust-src, llvm-tools and llvm-bitcode-linker.
-        if let Some(sysroot) =
-            run_stdout(Command::new("rustup").args(["run", "nightly", "rustc", "--print", "sysroot"]))
-        {
+        if let Some(sysroot) = run_stdout(
+            Command::new("rustup").args(["run", "nightly", "rustc", "--print", "sysroot"]),
+        ) {
             let sysroot = PathBuf::from(sysroot);
-            let host = run_stdout(
-                Command::new("rustup").args(["run", "nightly", "rustc", "--print", "host-tuple"]),
-            )
+            let host = run_stdout(Command::new("rustup").args([
+                "run",
+                "nightly",
+                "rustc",
+                "--print",
+                "host-tuple",
+            ]))
             .unwrap_or_default();
             let bin = sysroot.join("lib/rustlib").join(&host).join("bin");
             let linker = bin.join("llvm-bitcode-linker");
@@ -181,7 +202,14 @@ impl Toolchain {
             return Err("llvm-22 is not installed".into());
         }
         let version = run_stdout(Command::new(&rustc).arg("--version")).unwrap_or_default();
-        Ok(Toolchain { rustc, cargo: PathBuf::from("/usr/bin/cargo"), linker, llvm_bin, libdevice, version })
+        Ok(Toolchain {
+            rustc,
+            cargo: PathBuf::from("/usr/bin/cargo"),
+            linker,
+            llvm_bin,
+            libdevice,
+            version,
+        })
     }
 }
 
@@ -234,8 +262,13 @@ impl PtxBuild {
         toml.lines()
             .find_map(|l| {
                 let l = l.trim();
-                l.strip_prefix("name")
-                    .map(|r| r.trim_start().trim_start_matches('=').trim().trim_matches('"').to_string())
+                l.strip_prefix("name").map(|r| {
+                    r.trim_start()
+                        .trim_start_matches('=')
+                        .trim()
+                        .trim_matches('"')
+                        .to_string()
+                })
             })
             .ok_or_else(|| BuildError::Io(std::io::Error::other("no package name in Cargo.toml")))
     }
@@ -262,7 +295,8 @@ impl PtxBuild {
 
     fn snapshot_fingerprint(&self) -> Option<String> {
         let text = std::fs::read_to_string(self.snapshot_dir.join("FINGERPRINT")).ok()?;
-        text.lines().find_map(|l| l.strip_prefix("sources ").map(str::to_string))
+        text.lines()
+            .find_map(|l| l.strip_prefix("sources ").map(str::to_string))
     }
 
     /// Rebuilds each target's PTX from the snapshot (`body.ptx` + `sm_NN.header`, or a
@@ -293,7 +327,11 @@ impl PtxBuild {
         let forced = std::env::var_os("STRIDED_APPLY_PTX_REBUILD").is_some();
         if !forced && self.snapshot_fingerprint().as_deref() == Some(&fingerprint) {
             if let Ok(files) = self.materialize(&out_dir.join("snapshot")) {
-                return Ok(PtxOutput { files, source: PtxSource::Snapshot, fingerprint });
+                return Ok(PtxOutput {
+                    files,
+                    source: PtxSource::Snapshot,
+                    fingerprint,
+                });
             }
         }
         let tc = Toolchain::detect().map_err(|reason| BuildError::NoToolchain {
@@ -301,14 +339,21 @@ impl PtxBuild {
             reason,
         })?;
         let files = self.compile(&tc, out_dir)?;
-        Ok(PtxOutput { files, source: PtxSource::Compiled, fingerprint })
+        Ok(PtxOutput {
+            files,
+            source: PtxSource::Compiled,
+            fingerprint,
+        })
     }
 
     /// [`run_into`](Self::run_into) with `$OUT_DIR`, printing `rerun-if-changed` lines.
     pub fn run(&self) -> Result<PtxOutput, BuildError> {
         for dir in std::iter::once(&self.crate_dir).chain(&self.extra_sources) {
             println!("cargo:rerun-if-changed={}", dir.join("src").display());
-            println!("cargo:rerun-if-changed={}", dir.join("Cargo.toml").display());
+            println!(
+                "cargo:rerun-if-changed={}",
+                dir.join("Cargo.toml").display()
+            );
         }
         println!("cargo:rerun-if-changed={}", self.snapshot_dir.display());
         for v in [
@@ -326,7 +371,11 @@ impl PtxBuild {
     }
 
     /// Compiles every arch with `tc`; returns the PTX paths under `out_dir`.
-    pub fn compile(&self, tc: &Toolchain, out_dir: &Path) -> Result<Vec<(u32, PathBuf)>, BuildError> {
+    pub fn compile(
+        &self,
+        tc: &Toolchain,
+        out_dir: &Path,
+    ) -> Result<Vec<(u32, PathBuf)>, BuildError> {
         let name = self.package_name()?.replace('-', "_");
         std::fs::create_dir_all(out_dir)?;
         let mut files = Vec::new();
@@ -385,7 +434,11 @@ impl PtxBuild {
     pub fn refresh_snapshot(&self, tc: &Toolchain) -> Result<(), BuildError> {
         let files = self.compile(tc, &self.target_dir.join("refresh"))?;
         let fp = self.fingerprint()?;
-        let out = PtxOutput { files, source: PtxSource::Compiled, fingerprint: fp.clone() };
+        let out = PtxOutput {
+            files,
+            source: PtxSource::Compiled,
+            fingerprint: fp.clone(),
+        };
         std::fs::create_dir_all(&self.snapshot_dir)?;
         for entry in std::fs::read_dir(&self.snapshot_dir)? {
             let p = entry?.path();
@@ -396,20 +449,32 @@ impl PtxBuild {
         let embedded = out.embed(&self.target_dir.join("refresh-split"))?;
         std::fs::copy(&embedded.body, self.snapshot_dir.join("body.ptx"))?;
         for (sm, header, shared) in &embedded.targets {
-            let name = if *shared { format!("sm_{sm}.header") } else { format!("sm_{sm}.ptx") };
+            let name = if *shared {
+                format!("sm_{sm}.header")
+            } else {
+                format!("sm_{sm}.ptx")
+            };
             std::fs::copy(header, self.snapshot_dir.join(name))?;
         }
         let archs: Vec<String> = out.files.iter().map(|(sm, _)| format!("sm_{sm}")).collect();
         std::fs::write(
             self.snapshot_dir.join("FINGERPRINT"),
-            format!("sources {fp}\ntoolchain {}\ntargets {}\n", tc.version, archs.join(" ")),
+            format!(
+                "sources {fp}\ntoolchain {}\ntargets {}\n",
+                tc.version,
+                archs.join(" ")
+            ),
         )?;
         Ok(())
     }
 
     /// Compiles into a scratch folder and compares with the snapshot: `Ok(vec![])` when
     /// fresh, else the stale files.
-    pub fn check_snapshot(&self, tc: &Toolchain, scratch: &Path) -> Result<Vec<String>, BuildError> {
+    pub fn check_snapshot(
+        &self,
+        tc: &Toolchain,
+        scratch: &Path,
+    ) -> Result<Vec<String>, BuildError> {
         let mut stale = Vec::new();
         if self.snapshot_fingerprint() != Some(self.fingerprint()?) {
             stale.push("FINGERPRINT".to_string());
@@ -466,7 +531,10 @@ impl PtxOutput {
             .iter()
             .map(|(sm, p)| std::fs::read_to_string(p).map(|t| (*sm, t)))
             .collect::<Result<_, _>>()?;
-        let shared_body = texts.first().map(|(_, t)| split_header(t).1.to_string()).unwrap_or_default();
+        let shared_body = texts
+            .first()
+            .map(|(_, t)| split_header(t).1.to_string())
+            .unwrap_or_default();
         let body = out_dir.join("ptx_body.ptx");
         std::fs::write(&body, &shared_body)?;
         let mut targets = Vec::new();

@@ -14,7 +14,10 @@ fn main() {
     let build = PtxBuild::new(dir);
     if let Some(i) = args.iter().position(|a| a == "--materialize") {
         // Writes sm_NN.ptx files from the snapshot into the given folder (no toolchain).
-        let out = args.get(i + 1).map(std::path::PathBuf::from).unwrap_or_else(|| build.target_dir.join("snapshot"));
+        let out = args
+            .get(i + 1)
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| build.target_dir.join("snapshot"));
         match build.materialize(&out) {
             Ok(files) => {
                 for (_, p) in files {
