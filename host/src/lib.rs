@@ -28,7 +28,7 @@ pub use api::{apply1, apply2, apply3, apply4};
 pub use error::{Error, Result};
 pub use gpu::{driver_present, Gpu, ModuleImage, PtxText};
 pub use gpu_kernels::{
-    elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant,
+    elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
 };
 pub use layout::Layout;
 pub use tensor::DeviceTensor;
