@@ -15,7 +15,18 @@ fn view_outside_its_buffer_is_out_of_bounds() {
     let mut out = vec![0.0f32; 12];
     let a = vec![0.0f32; 12];
     let e = cpu::apply2(Neg, (&mut out, &dense(&[3, 4])), (&a, &l)).unwrap_err();
-    assert!(matches!(e, Error::OutOfBounds { operand: "a", max: 12, len: 12, .. }), "{e:?}");
+    assert!(
+        matches!(
+            e,
+            Error::OutOfBounds {
+                operand: "a",
+                max: 12,
+                len: 12,
+                ..
+            }
+        ),
+        "{e:?}"
+    );
     assert!(e.to_string().starts_with("a: "), "{e}");
     // A negative stride reaching below element 0.
     let back = Layout::new(&[4], &[-1], 2).unwrap();
@@ -29,7 +40,10 @@ fn offset_and_stride_overflow_is_reported() {
     let e = huge.check_in(100, "a").unwrap_err();
     assert!(matches!(e, Error::Overflow { operand: "a", .. }), "{e:?}");
     let count = Layout::new(&[usize::MAX, 3], &[0, 0], 0).unwrap();
-    assert!(matches!(count.check_in(1, "b"), Err(Error::Overflow { operand: "b", .. })));
+    assert!(matches!(
+        count.check_in(1, "b"),
+        Err(Error::Overflow { operand: "b", .. })
+    ));
     assert!(Layout::contiguous(&[usize::MAX, 4]).is_err());
 }
 
@@ -37,11 +51,22 @@ fn offset_and_stride_overflow_is_reported() {
 fn non_broadcastable_shapes_are_refused() {
     let mut out = vec![0.0f32; 12];
     let (a, b) = (vec![0.0f32; 12], vec![0.0f32; 3]);
-    let e = cpu::apply3(Add, (&mut out, &dense(&[3, 4])), (&a, &dense(&[3, 4])), (&b, &dense(&[3]))).unwrap_err();
+    let e = cpu::apply3(
+        Add,
+        (&mut out, &dense(&[3, 4])),
+        (&a, &dense(&[3, 4])),
+        (&b, &dense(&[3])),
+    )
+    .unwrap_err();
     assert!(matches!(&e, Error::Broadcast { operand: "b", .. }), "{e:?}");
     assert!(e.to_string().contains("cannot be broadcast"), "{e}");
     // An input of higher rank than the output.
-    let e = cpu::apply2(Neg, (&mut out[..4], &dense(&[4])), (&a[..4], &dense(&[1, 4]))).unwrap_err();
+    let e = cpu::apply2(
+        Neg,
+        (&mut out[..4], &dense(&[4])),
+        (&a[..4], &dense(&[1, 4])),
+    )
+    .unwrap_err();
     assert!(matches!(e, Error::Broadcast { operand: "a", .. }), "{e:?}");
 }
 
@@ -53,7 +78,10 @@ fn rank_above_the_maximum_after_collapsing_is_refused() {
     let strides: Vec<isize> = (0..n).rev().map(|d| 3isize.pow(d as u32)).collect();
     let l = Layout::new(&shape, &strides, 0).unwrap();
     let e = plan([&l], ["out"]).unwrap_err();
-    assert!(matches!(e, Error::RankTooHigh { ndim, max: MAX_DIMS, .. } if ndim == n), "{e:?}");
+    assert!(
+        matches!(e, Error::RankTooHigh { ndim, max: MAX_DIMS, .. } if ndim == n),
+        "{e:?}"
+    );
     // The same rank collapses fine when contiguous.
     let c = dense(&shape);
     assert_eq!(plan([&c], ["out"]).unwrap().ndim, 0);
@@ -65,7 +93,10 @@ fn output_mapping_two_indices_to_one_element_is_refused() {
     let a = vec![1.0f32; 12];
     let bcast = Layout::new(&[3, 4], &[0, 1], 0).unwrap();
     let e = cpu::apply2(Neg, (&mut out, &bcast), (&a, &dense(&[3, 4]))).unwrap_err();
-    assert!(matches!(e, Error::OverlappingOutput { operand: "out", .. }), "{e:?}");
+    assert!(
+        matches!(e, Error::OverlappingOutput { operand: "out", .. }),
+        "{e:?}"
+    );
     let overlapping = Layout::new(&[3, 3], &[1, 1], 0).unwrap();
     let mut out = vec![0.0f32; 9];
     let e = cpu::apply2(Neg, (&mut out, &overlapping), (&a[..9], &dense(&[3, 3]))).unwrap_err();
@@ -75,8 +106,14 @@ fn output_mapping_two_indices_to_one_element_is_refused() {
 #[test]
 fn invalid_views_are_typed_errors() {
     let l = dense(&[3, 4]);
-    assert!(matches!(l.slice(0, None, None, 0), Err(Error::InvalidView { .. })));
-    assert!(matches!(l.slice(2, None, None, 1), Err(Error::InvalidView { .. })));
+    assert!(matches!(
+        l.slice(0, None, None, 0),
+        Err(Error::InvalidView { .. })
+    ));
+    assert!(matches!(
+        l.slice(2, None, None, 1),
+        Err(Error::InvalidView { .. })
+    ));
     assert!(matches!(l.permute(&[0, 0]), Err(Error::InvalidView { .. })));
     assert!(matches!(l.permute(&[1]), Err(Error::InvalidView { .. })));
     assert!(matches!(l.squeeze(0), Err(Error::InvalidView { .. })));
@@ -84,14 +121,23 @@ fn invalid_views_are_typed_errors() {
     assert!(matches!(l.reshape(&[5, 2]), Err(Error::InvalidView { .. })));
     let e = l.transpose(0, 1).unwrap().reshape(&[12]).unwrap_err();
     assert!(e.to_string().contains("needs a copy"), "{e}");
-    assert!(matches!(Layout::new(&[3], &[1, 1], 0), Err(Error::InvalidView { .. })));
+    assert!(matches!(
+        Layout::new(&[3], &[1, 1], 0),
+        Err(Error::InvalidView { .. })
+    ));
     assert!(matches!(l.broadcast_to(&[4]), Err(Error::Broadcast { .. })));
 }
 
 #[test]
 fn empty_tensors_are_valid_and_touch_nothing() {
     let mut out: Vec<f32> = vec![];
-    cpu::apply3(Add, (&mut out, &dense(&[0, 5])), (&[], &dense(&[0, 5])), (&[1.0], &dense(&[1]))).unwrap();
+    cpu::apply3(
+        Add,
+        (&mut out, &dense(&[0, 5])),
+        (&[], &dense(&[0, 5])),
+        (&[1.0], &dense(&[1])),
+    )
+    .unwrap();
     let mut sentinel = vec![7.0f32; 3];
     cpu::apply2(Neg, (&mut sentinel, &dense(&[3, 0])), (&[], &dense(&[0]))).unwrap();
     assert_eq!(sentinel, [7.0; 3]);
@@ -101,7 +147,9 @@ fn empty_tensors_are_valid_and_touch_nothing() {
 fn missing_driver_is_an_error_not_a_panic() {
     if strided_apply::driver_present() {
         // A GPU machine: the GPU test binary checks NoDevice instead.
-        println!("driver present: NoDriver cannot be triggered here (tests/gpu.rs checks NoDevice)");
+        println!(
+            "driver present: NoDriver cannot be triggered here (tests/gpu.rs checks NoDevice)"
+        );
         assert!(!matches!(strided_apply::open(0), Err(Error::NoDriver(_))));
         return;
     }

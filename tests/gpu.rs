@@ -4,47 +4,16 @@
 
 mod common;
 
-use common::{cases, random_vec, Case, Rng, TestElem};
-use strided_apply::ops::{Accuracy, Tolerance};
-use strided_apply::verify::{first_mismatch, Distance};
-use strided_apply::{api, cpu, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4};
+use common::{cases, random_vec, Rng, TestElem};
+use strided_apply::ops::Accuracy;
+use strided_apply::verify::{self, Distance};
+use strided_apply::{api, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4};
 
 type TestResult = Result<String, String>;
 type GpuTest = (&'static str, fn(&Gpu) -> TestResult);
 
-fn bound<Op: Accuracy>() -> Tolerance {
-    // GPU and CPU are each within the bound of the exact result: twice the bound apart.
-    match Op::TOLERANCE {
-        Tolerance::Exact => Tolerance::Exact,
-        Tolerance::Ulp(n) => Tolerance::Ulp(2 * n),
-    }
-}
-
-fn compare<O: TestElem>(
-    name: &str,
-    case: &Case,
-    gpu: &[O],
-    cpu: &[O],
-    tol: Tolerance,
-) -> Result<(), String> {
-    match first_mismatch(gpu, cpu, tol) {
-        None => Ok(()),
-        Some(m) => Err(format!("{name} / {}: {m}", case.name)),
-    }
-}
-
-fn upload<T: TestElem>(
-    gpu: &Gpu,
-    data: &[T],
-    op: &common::Operand,
-) -> Result<DeviceTensor<T>, String> {
-    DeviceTensor::from_slice(gpu, data, &[data.len()])
-        .and_then(|t| t.with_layout(op.layout.clone()))
-        .map_err(|e| e.to_string())
-}
-
 macro_rules! gpu_check {
-    ($fn:ident, $trait:ident, $cpu:path, $api:path, $k:literal, [$($x:ident: $t:ident),*]) => {
+    ($fn:ident, $trait:ident, $verify:path, $k:literal, [$($x:ident: $t:ident),*]) => {
         fn $fn<Op, O: TestElem $(, $t: TestElem)*>(gpu: &Gpu, op: Op, name: &str, rng: &mut Rng) -> Result<usize, String>
         where Op: $trait<O $(, $t)*> + Accuracy {
             let all = cases($k);
@@ -52,29 +21,25 @@ macro_rules! gpu_check {
                 let mut _i = 0;
                 $(
                     let $x: Vec<$t> = random_vec(rng, case.inputs[_i].len);
+                    let $x = (&$x[..], &case.inputs[_i].layout);
                     _i += 1;
                 )*
                 // apply1 updates its operand: start from random values, not poison.
                 let init: Vec<O> = if $k == 0 { random_vec(rng, case.out.len) } else { vec![O::poison(); case.out.len] };
-                let mut on_cpu = init.clone();
-                let mut _j = 0;
-                $cpu(op, (&mut on_cpu, &case.out.layout) $(, { _j += 1; (&$x[..], &case.inputs[_j - 1].layout) })*)
-                    .map_err(|e| format!("{name} / {} (CPU): {e}", case.name))?;
-                let mut d_out = upload(gpu, &init, &case.out)?;
-                let mut _j = 0;
-                $( let $x = { _j += 1; upload(gpu, &$x, &case.inputs[_j - 1])? }; )*
-                $api(gpu, op, &mut d_out $(, &$x)*).map_err(|e| format!("{name} / {} (GPU): {e}", case.name))?;
-                let on_gpu = d_out.buffer_to_vec(gpu).map_err(|e| e.to_string())?;
-                compare(name, case, &on_gpu, &on_cpu, bound::<Op>())?;
+                match $verify(gpu, op, (&init, &case.out.layout) $(, $x)*) {
+                    Ok(None) => {}
+                    Ok(Some(m)) => return Err(format!("{name} / {}: {m}", case.name)),
+                    Err(e) => return Err(format!("{name} / {}: {e}", case.name)),
+                }
             }
             Ok(all.len())
         }
     };
 }
-gpu_check!(gpu1, Kernels1, cpu::apply1, api::apply1, 0, []);
-gpu_check!(gpu2, Kernels2, cpu::apply2, api::apply2, 1, [a: A]);
-gpu_check!(gpu3, Kernels3, cpu::apply3, api::apply3, 2, [a: A, b: B]);
-gpu_check!(gpu4, Kernels4, cpu::apply4, api::apply4, 3, [a: A, b: B, c: C]);
+gpu_check!(gpu1, Kernels1, verify::apply1, 0, []);
+gpu_check!(gpu2, Kernels2, verify::apply2, 1, [a: A]);
+gpu_check!(gpu3, Kernels3, verify::apply3, 2, [a: A, b: B]);
+gpu_check!(gpu4, Kernels4, verify::apply4, 3, [a: A, b: B, c: C]);
 
 fn conformance(gpu: &Gpu) -> TestResult {
     let mut rng = Rng(0xc0ffee);
