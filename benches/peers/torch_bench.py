@@ -1,0 +1,114 @@
+"""Peer timings for the bench cases: PyTorch eager, CuPy (when importable) and, for the
+permuted copy, torch.compile. JSON lines on stdout, same fields as the Rust bench.
+CUDA events, median of 25 runs after warm-up; buffers that fit in L2 are rotated."""
+import json
+import sys
+import torch
+
+quick = "--quick" in sys.argv
+dev = "cuda"
+big = 4096 if quick else 16384
+REPS = 25
+ROTATE = 512 << 20
+
+try:
+    import cupy as cp
+except Exception:  # CuPy is optional
+    cp = None
+
+
+def median_ms(f, sets=1):
+    for i in range(3):
+        f(i % sets)
+    torch.cuda.synchronize()
+    times = []
+    for i in range(REPS):
+        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        s.record()
+        f(i % sets)
+        e.record()
+        e.synchronize()
+        times.append(s.elapsed_time(e))
+    times.sort()
+    return times[REPS // 2]
+
+
+def report(impl, case, dtype, elements, nbytes, ms):
+    print(json.dumps(dict(impl=impl, case=case, dtype=dtype, elements=elements, bytes=nbytes,
+                          ms=round(ms, 5), gbps=round(nbytes / ms / 1e6, 1))), flush=True)
+
+
+def rand(shape, dtype):
+    if dtype.is_floating_point:
+        return torch.rand(shape, device=dev, dtype=dtype) * 2 - 1
+    return torch.randint(0, 255, shape, device=dev, dtype=dtype)
+
+
+def binary(case, make_a, make_b, out_shape, dtype, name):
+    n = 1
+    for s in out_shape:
+        n *= s
+    a0, b0 = make_a(), make_b()
+    nbytes = (n + min(a0.numel(), n) + min(b0.numel(), n)) * a0.element_size()
+    sets = max(1, min(64, -(-ROTATE // nbytes)))
+    bufs = [(make_a(), make_b(), torch.empty(out_shape, device=dev, dtype=dtype)) for _ in range(sets)]
+    ms = median_ms(lambda i: torch.add(bufs[i][0], bufs[i][1], out=bufs[i][2]), sets)
+    report("pytorch", case, name, n, nbytes, ms)
+    if cp is not None:
+        cbufs = [(cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)) for a, b, c in bufs]
+        ms = median_ms(lambda i: cp.add(cbufs[i][0], cbufs[i][1], out=cbufs[i][2]), sets)
+        report("cupy", case, name, n, nbytes, ms)
+    del bufs
+
+
+print(f"# torch {torch.__version__}, cupy {cp.__version__ if cp else 'absent'}, {torch.cuda.get_device_name()}",
+      file=sys.stderr)
+n = 1 << 24 if quick else 1 << 28
+src = rand((n,), torch.float32)
+dst = torch.empty_like(src)
+report("pytorch", "d2d_copy", "f32", n, 2 * n * 4, median_ms(lambda i: dst.copy_(src)))
+del src, dst
+for p in ([12, 20, 24] if quick else [12, 16, 20, 24, 26, 28]):
+    n = 1 << p
+    binary("contiguous_add", lambda: rand((n,), torch.float32), lambda: rand((n,), torch.float32), (n,), torch.float32, "f32")
+n = big * big // 2
+binary("contiguous_add", lambda: rand((n,), torch.float64), lambda: rand((n,), torch.float64), (n,), torch.float64, "f64")
+n = big * big
+binary("contiguous_add", lambda: rand((n,), torch.uint8), lambda: rand((n,), torch.uint8), (n,), torch.uint8, "u8")
+sq = (big, big)
+binary("broadcast_row", lambda: rand(sq, torch.float32), lambda: rand((1, big), torch.float32), sq, torch.float32, "f32")
+binary("broadcast_row", lambda: rand(sq, torch.uint8), lambda: rand((1, big), torch.uint8), sq, torch.uint8, "u8")
+binary("transposed", lambda: rand(sq, torch.float32), lambda: rand(sq, torch.float32).t(), sq, torch.float32, "f32")
+binary("slice_step2", lambda: rand((big, 2 * big), torch.float32)[:, ::2], lambda: rand(sq, torch.float32), sq,
+       torch.float32, "f32")
+
+shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
+x = rand(shape, torch.float32).permute(3, 1, 0, 2)
+out = torch.empty(x.shape, device=dev)
+n = x.numel()
+report("pytorch", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: out.copy_(x)))
+if cp is not None:
+    cx, cout = cp.from_dlpack(x), cp.from_dlpack(out)
+    report("cupy", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: cp.copyto(cout, cx)))
+try:
+    compiled = torch.compile(lambda t: t.contiguous())
+    report("torch.compile", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: compiled(x)))
+except Exception as e:  # inductor needs a working triton
+    print(f"# torch.compile failed: {e}", file=sys.stderr)
+
+import time
+a = rand((1024,), torch.float32)
+b = rand((1024,), torch.float32)
+c = torch.empty_like(a)
+for _ in range(1000):
+    torch.add(a, b, out=c)
+torch.cuda.synchronize()
+calls = 20000
+t = time.perf_counter()
+for _ in range(calls):
+    torch.add(a, b, out=c)
+host_us = (time.perf_counter() - t) * 1e6 / calls
+torch.cuda.synchronize()
+us = (time.perf_counter() - t) * 1e6 / calls
+print(json.dumps(dict(impl="pytorch", case="tiny_add_host_us", dtype="f32", elements=1024,
+                      host_us=round(host_us, 3), us_incl_sync=round(us, 3))), flush=True)

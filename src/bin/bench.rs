@@ -1,0 +1,185 @@
+//! GPU benchmark: `cargo run --release --bin bench [-- --quick]`. One JSON line per case on
+//! stdout: GB/s with bytes = every input read once + the output written once, timed with
+//! CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
+//! checked against the CPU twin once. Buffers that fit in L2 are rotated.
+
+use std::time::Instant;
+use strided_apply::verify::{first_mismatch, Distance};
+use strided_apply::{api, cpu, ops, DeviceTensor, Elem, Gpu, Kernels2, Kernels3, Layout, Result};
+
+const REPS: usize = 25;
+/// Rotate among enough buffer sets to move at least this many bytes per round.
+const ROTATE_BYTES: usize = 512 << 20;
+
+fn random<T: Elem>(len: usize, seed: u64, f: impl Fn(u64) -> T) -> Vec<T> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            f(x)
+        })
+        .collect()
+}
+fn rand_f32(x: u64) -> f32 {
+    (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+}
+
+fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
+    for i in 0..3 {
+        f(i)?;
+    }
+    let mut t: Vec<f64> = (0..REPS).map(|i| gpu.time_ms(|| f(i)).map(|x| x as f64)).collect::<Result<_>>()?;
+    t.sort_by(f64::total_cmp);
+    Ok(t[REPS / 2])
+}
+
+fn report(case: &str, dtype: &str, elements: usize, bytes: usize, ms: f64, check: &str) {
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"{case}\",\"dtype\":\"{dtype}\",\"elements\":{elements},\"bytes\":{bytes},\"ms\":{ms:.5},\"gbps\":{:.1},\"check\":\"{check}\"}}",
+        bytes as f64 / ms / 1e6
+    );
+}
+
+struct Operand<T> {
+    host: Vec<T>,
+    layout: Layout,
+}
+
+/// Times `out = op(a, b)` for the given layouts and checks one result against the CPU twin.
+#[allow(clippy::too_many_arguments)]
+fn bench3<Op, T>(gpu: &Gpu, case: &str, op: Op, out: &Layout, a: &Operand<T>, b: &Operand<T>, poison: T) -> Result<()>
+where
+    Op: Kernels3<T, T, T> + Copy,
+    T: Elem + Distance,
+{
+    let n = out.numel();
+    let bytes = (n + a.layout.numel().min(n) + b.layout.numel().min(n)) * size_of::<T>();
+    let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
+    let mut tensors = Vec::new();
+    for _ in 0..sets {
+        let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
+        let db = DeviceTensor::from_slice(gpu, &b.host, &[b.host.len()])?.with_layout(b.layout.clone())?;
+        let dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
+        tensors.push((da, db, dc));
+    }
+    let (da, db, dc) = &mut tensors[0];
+    api::apply3(gpu, op, dc, da, db)?;
+    let got = dc.buffer_to_vec(gpu)?;
+    let mut want = vec![poison; n];
+    cpu::apply3(op, (&mut want, out), (&a.host, &a.layout), (&b.host, &b.layout))?;
+    let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
+        None => "GPU=CPU".to_string(),
+        Some(m) => format!("MISMATCH {m}"),
+    };
+    let ms = median_ms(gpu, |i| {
+        let (da, db, dc) = &mut tensors[i % sets];
+        api::apply3(gpu, op, dc, da, db)
+    })?;
+    report(case, T::NAME, n, bytes, ms, &check);
+    Ok(())
+}
+
+fn bench_copy<T: Elem + Distance>(gpu: &Gpu, case: &str, out: &Layout, a: &Operand<T>, poison: T) -> Result<()>
+where
+    ops::Cast: Kernels2<T, T>,
+{
+    let n = out.numel();
+    let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
+    let mut dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
+    api::apply2(gpu, ops::Cast, &mut dc, &da)?;
+    let got = dc.buffer_to_vec(gpu)?;
+    let mut want = vec![poison; n];
+    cpu::apply2(ops::Cast, (&mut want, out), (&a.host, &a.layout))?;
+    let check = if first_mismatch(&got, &want, ops::Tolerance::Exact).is_none() { "GPU=CPU" } else { "MISMATCH" };
+    let ms = median_ms(gpu, |_| api::apply2(gpu, ops::Cast, &mut dc, &da))?;
+    report(case, T::NAME, n, 2 * n * size_of::<T>(), ms, check);
+    Ok(())
+}
+
+fn dense<T: Elem>(shape: &[usize], seed: u64, f: impl Fn(u64) -> T) -> Result<Operand<T>> {
+    let layout = Layout::contiguous(shape)?;
+    Ok(Operand { host: random(layout.numel(), seed, f), layout })
+}
+
+fn main() -> Result<()> {
+    let quick = std::env::args().any(|a| a == "--quick");
+    let gpu = strided_apply::open(0)?;
+    gpu.preload()?;
+    eprintln!("bench: {} ({} SMs)", gpu.name(), gpu.sm_count());
+    let big = if quick { 4096 } else { 16384 };
+
+    // Ceiling: 1 GiB device-to-device copy.
+    {
+        let n = if quick { 1 << 24 } else { 1 << 28 };
+        let src = DeviceTensor::from_slice(&gpu, &random(n, 1, rand_f32), &[n])?;
+        let dst = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
+        let ms = median_ms(&gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), n * 4))?;
+        report("d2d_copy", "f32", n, 2 * n * 4, ms, "-");
+    }
+    // Contiguous add over sizes.
+    let sizes: Vec<u32> = if quick { vec![12, 20, 24] } else { vec![12, 16, 20, 24, 26, 28] };
+    for p in sizes {
+        let n = 1usize << p;
+        let (a, b) = (dense(&[n], 2, rand_f32)?, dense(&[n], 3, rand_f32)?);
+        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, f32::NAN)?;
+    }
+    let sq = Layout::contiguous(&[big, big])?;
+    // f64 and u8 contiguous add.
+    {
+        let n = big * big / 2;
+        let (a, b) = (dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?, dense(&[n], 5, |x| (x >> 3) as f64 / 1e18)?);
+        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, f64::NAN)?;
+        let n = big * big;
+        let (a, b) = (dense(&[n], 6, |x| x as u8)?, dense(&[n], 7, |x| (x >> 8) as u8)?);
+        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, 0x5a)?;
+    }
+    // Broadcast row.
+    {
+        let a = dense(&[big, big], 8, rand_f32)?;
+        let row = dense(&[1, big], 9, rand_f32)?;
+        bench3(&gpu, "broadcast_row", ops::Add, &sq, &a, &row, f32::NAN)?;
+        let a8 = dense(&[big, big], 10, |x| x as u8)?;
+        let row8 = dense(&[1, big], 11, |x| x as u8)?;
+        bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
+        // Transposed operand: A + B^T.
+        let bt = Operand { host: random(big * big, 12, rand_f32), layout: sq.transpose(0, 1)? };
+        bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
+        // Slice with step 2 as an operand: A[:, ::2] + B.
+        let wide = Layout::contiguous(&[big, 2 * big])?;
+        let s2 = Operand { host: random(2 * big * big, 13, rand_f32), layout: wide.slice(1, None, None, 2)? };
+        bench3(&gpu, "slice_step2", ops::Add, &sq, &s2, &a, f32::NAN)?;
+    }
+    // Permuted copy: (64,64,128,256) permuted (3,1,0,2) into a dense tensor.
+    {
+        let shape = if quick { [16, 16, 32, 64] } else { [64, 64, 128, 256] };
+        let src = dense(&shape, 14, rand_f32)?;
+        let perm = Operand { layout: src.layout.permute(&[3, 1, 0, 2])?, host: src.host };
+        let out = Layout::contiguous(perm.layout.shape())?;
+        bench_copy(&gpu, "permute_copy", &out, &perm, f32::NAN)?;
+    }
+    // Tiny tensor: host time per call, planning and launch included.
+    {
+        let n = 1024;
+        let a = DeviceTensor::from_slice(&gpu, &random(n, 15, rand_f32), &[n])?;
+        let b = DeviceTensor::from_slice(&gpu, &random(n, 16, rand_f32), &[n])?;
+        let mut c = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
+        for _ in 0..1000 {
+            api::apply3(&gpu, ops::Add, &mut c, &a, &b)?;
+        }
+        gpu.synchronize()?;
+        let calls = 20_000;
+        let t = Instant::now();
+        for _ in 0..calls {
+            api::apply3(&gpu, ops::Add, &mut c, &a, &b)?;
+        }
+        let host_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        gpu.synchronize()?;
+        let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+        println!(
+            "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3}}}"
+        );
+    }
+    Ok(())
+}
