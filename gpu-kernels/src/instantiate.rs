@@ -8,6 +8,9 @@ use crate::ops::{Op1, Op2, Op3, Op4};
 /// Kernel variants, in the order the planner prefers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
+    /// 16-byte vector loads and stores: every operand dense in the same order, or rows of
+    /// unit-stride elements (a broadcast row, a sliced outer axis), all 16-byte aligned.
+    Vec,
     /// Every operand dense in the same order: offset = linear index (64-bit index).
     Contig,
     /// One collapsed dimension, 32-bit index.
@@ -38,6 +41,7 @@ impl Variant {
 pub struct KernelNames {
     /// The crate that instantiated them (the module to load).
     pub module: &'static str,
+    pub vec: &'static str,
     pub contig: &'static str,
     pub d1: &'static str,
     pub d2: &'static str,
@@ -49,6 +53,7 @@ pub struct KernelNames {
 impl KernelNames {
     pub fn get(&self, v: Variant) -> &'static str {
         match v {
+            Variant::Vec => self.vec,
             Variant::Contig => self.contig,
             Variant::D1 => self.d1,
             Variant::D2 => self.d2,
@@ -111,6 +116,7 @@ macro_rules! kernels {
     };
     (@variants $body:ident $trait:ident [$($part:ident)+] $op:ty; $n:literal; [$($t:ty),+];
      $params:tt) => {
+        $crate::kernels!(@vec_entry $body [$($part)+] $op; $n; [$($t),+]; $params);
         $crate::kernels!(@entry $body [$($part)+] "c" u64, 1, 0, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d1" u32, 1, 1, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
@@ -120,6 +126,7 @@ macro_rules! kernels {
         impl $crate::$trait<$($t),+> for $op {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
+                vec: concat!($(stringify!($part), "_",)+ "v"),
                 contig: concat!($(stringify!($part), "_",)+ "c"),
                 d1: concat!($(stringify!($part), "_",)+ "d1"),
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
@@ -147,6 +154,38 @@ macro_rules! kernels {
                 unsafe { $crate::apply::$body(op.op, n, &g, ndim, $($p),+, first, step) }
             }
         };
+    };
+    (@vec_entry $body:ident [$($part:ident)+] $op:ty; $n:literal; [$($t:ty),+];
+     ($($p:ident: $pt:ty),+)) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ "v")]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                n: u64,
+                g: $crate::Geometry<u32, 2, $n>,
+                $($p: $pt),+
+            ) {
+                let (first, step) = $crate::device::thread_range::<u64>();
+                const E: usize = $crate::apply::vec_width(&[$(::core::mem::size_of::<$t>()),+]);
+                // SAFETY: the launcher checked alignment and row lengths for this variant and
+                // the planner proved the Geometry invariants.
+                unsafe { $crate::kernels!(@vec_call $body, E, op.op, n, &g, ($($p),+), first, step) }
+            }
+        };
+    };
+    (@vec_call apply1, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
+        $crate::apply::apply1_vec::<_, _, $e>($op, $n, $g, $($p),+, $f, $s)
+    };
+    (@vec_call apply2, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
+        $crate::apply::apply2_vec::<_, _, _, $e>($op, $n, $g, $($p),+, $f, $s)
+    };
+    (@vec_call apply3, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
+        $crate::apply::apply3_vec::<_, _, _, _, $e>($op, $n, $g, $($p),+, $f, $s)
+    };
+    (@vec_call apply4, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
+        $crate::apply::apply4_vec::<_, _, _, _, _, $e>($op, $n, $g, $($p),+, $f, $s)
     };
     (@ndim $g:ident dyn) => { $g.ndim as usize };
     (@ndim $g:ident $l:literal) => { $l };

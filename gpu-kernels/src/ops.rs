@@ -15,14 +15,23 @@ pub trait Op1<T>: Copy + Send + Sync {
 }
 /// `out = f(a)`: `apply2`.
 pub trait Op2<O, A>: Copy + Send + Sync {
+    /// Whether the op reads its output element before writing it (`out += a`). Map ops
+    /// only write, so vectorised kernels skip loading the output.
+    const READS_OUT: bool = false;
     fn apply(&self, out: &mut O, a: A);
 }
 /// `out = f(a, b)`: `apply3`.
 pub trait Op3<O, A, B>: Copy + Send + Sync {
+    /// Whether the op reads its output element before writing it (`out += a`). Map ops
+    /// only write, so vectorised kernels skip loading the output.
+    const READS_OUT: bool = false;
     fn apply(&self, out: &mut O, a: A, b: B);
 }
 /// `out = f(a, b, c)`: `apply4`.
 pub trait Op4<O, A, B, C>: Copy + Send + Sync {
+    /// Whether the op reads its output element before writing it (`out += a`). Map ops
+    /// only write, so vectorised kernels skip loading the output.
+    const READS_OUT: bool = false;
     fn apply(&self, out: &mut O, a: A, b: B, c: C);
 }
 
@@ -197,6 +206,7 @@ pub struct Rhs<Op, T> {
     pub s: T,
 }
 impl<Op: Op3<O, A, T>, O, A, T: Copy + Send + Sync> Op2<O, A> for Rhs<Op, T> {
+    const READS_OUT: bool = Op::READS_OUT;
     #[inline(always)]
     fn apply(&self, out: &mut O, a: A) {
         self.op.apply(out, a, self.s);
@@ -214,6 +224,7 @@ pub struct Lhs<Op, T> {
     pub s: T,
 }
 impl<Op: Op3<O, T, B>, O, B, T: Copy + Send + Sync> Op2<O, B> for Lhs<Op, T> {
+    const READS_OUT: bool = Op::READS_OUT;
     #[inline(always)]
     fn apply(&self, out: &mut O, b: B) {
         self.op.apply(out, self.s, b);
@@ -228,6 +239,7 @@ impl<Op: Accuracy, T> Accuracy for Lhs<Op, T> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Update<Op>(pub Op);
 impl<Op: Op3<T, T, T>, T: Copy> Op2<T, T> for Update<Op> {
+    const READS_OUT: bool = true;
     #[inline(always)]
     fn apply(&self, out: &mut T, a: T) {
         let cur = *out;

@@ -9,6 +9,7 @@ use crate::tensor::DeviceTensor;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::{
+    Geometry,
     Elem, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
 };
 use std::ffi::c_void;
@@ -86,8 +87,25 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     op: Op,
     plan: &Plan<N>,
     ptrs: [u64; N],
+    elem_sizes: [usize; N],
     stream: CUstream,
 ) -> Result<()> {
+    if let Some(g) = vec_geometry(plan, &ptrs, &elem_sizes) {
+        let op = OpArg::new(op);
+        let n = plan.numel;
+        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
+        args.push(&op as *const OpArg<Op> as *mut c_void);
+        args.push(&n as *const u64 as *mut c_void);
+        args.push(&g as *const Geometry<u32, 2, N> as *mut c_void);
+        for p in &ptrs {
+            args.push(p as *const u64 as *mut c_void);
+        }
+        let width = gpu_kernels::apply::vec_width(&elem_sizes) as u64;
+        // SAFETY: the parameter list is (OpArg<Op>, u64, Geometry<u32, 2, N>, N pointers), as
+        // `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra
+        // alignment conditions, the caller the rest.
+        return unsafe { gpu.launch(names, Variant::Vec, n.div_ceil(width), stream, &mut args) };
+    }
     unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,
@@ -113,13 +131,37 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     // SAFETY: forwarded contract.
     unsafe {
         match plan.variant {
-            Variant::Contig => go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::Contig | Variant::Vec => go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream),
             Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
             Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
             Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
             Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
             Variant::Dn64 => go::<Op, u64, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
         }
+    }
+}
+
+/// The vectorised variant's geometry when it applies: every base pointer 16-byte aligned,
+/// and either a contiguous plan, or a 2-D plan whose inner axis has unit stride in every
+/// operand, a length that is a multiple of the vector width, and 16-byte aligned row strides.
+fn vec_geometry<const N: usize>(
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    elem_sizes: &[usize; N],
+) -> Option<Geometry<u32, 2, N>> {
+    if ptrs.iter().any(|p| p % 16 != 0) {
+        return None;
+    }
+    let width = gpu_kernels::apply::vec_width(elem_sizes) as u64;
+    match plan.variant {
+        Variant::Contig => Some(Geometry::empty()),
+        Variant::D2 => {
+            let rows_ok = (0..N).all(|k| {
+                plan.strides[k][0] == 1 && (plan.strides[k][1] * elem_sizes[k] as i64) % 16 == 0
+            });
+            (rows_ok && plan.sizes[0] % width == 0).then(|| plan.geometry::<u32, 2>())
+        }
+        _ => None,
     }
 }
 
@@ -142,7 +184,8 @@ macro_rules! typed_apply {
             // SAFETY: every tensor's layout was checked against its buffer when the view was
             // made (`DeviceTensor::with_layout`), the plan broadcast them to the output, and
             // `check_aliasing` proved the aliasing rules.
-            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, ptrs, gpu.stream().cu_stream()) }
+            let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
+            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, ptrs, sizes, gpu.stream().cu_stream()) }
         }
     };
 }

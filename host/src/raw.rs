@@ -83,7 +83,8 @@ macro_rules! raw_apply {
             let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
             // SAFETY: the caller vouches for the memory (conditions 1–3); the checks above
             // prove the aliasing rules and that offsets do not overflow.
-            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, [out.ptr $(, $x.0.ptr)*], stream) }
+            let sizes = [out.elem.size() $(, $x.0.elem.size())*];
+            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, [out.ptr $(, $x.0.ptr)*], sizes, stream) }
         }
     };
 }
