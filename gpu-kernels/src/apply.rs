@@ -173,7 +173,11 @@ pub const fn vec_width(sizes: &[usize]) -> usize {
 /// Offsets of chunk `c` of the vectorised variant: contiguous when `g.ndim == 0`, else a
 /// 2-D walk (rows of `g.sizes[0]` unit-stride elements, row strides `g.strides[k][1]`).
 #[inline(always)]
-fn chunk_offsets<const N: usize, const E: usize>(g: &Geometry<u32, 2, N>, per_row: u32, c: u64) -> [isize; N] {
+fn chunk_offsets<const N: usize, const E: usize>(
+    g: &Geometry<u32, 2, N>,
+    per_row: u32,
+    c: u64,
+) -> [isize; N] {
     if g.ndim == 0 {
         return [(c * E as u64) as isize; N];
     }

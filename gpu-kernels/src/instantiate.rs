@@ -11,6 +11,8 @@ pub enum Variant {
     /// 16-byte vector loads and stores: every operand dense in the same order, or rows of
     /// unit-stride elements (a broadcast row, a sliced outer axis), all 16-byte aligned.
     Vec,
+    /// Shared-memory tiles for operands that disagree on their fastest axis (apply2/apply3).
+    Tiled,
     /// Every operand dense in the same order: offset = linear index (64-bit index).
     Contig,
     /// One collapsed dimension, 32-bit index.
@@ -42,6 +44,8 @@ pub struct KernelNames {
     /// The crate that instantiated them (the module to load).
     pub module: &'static str,
     pub vec: &'static str,
+    /// Empty for arities without a tiled variant (apply1, apply4).
+    pub tiled: &'static str,
     pub contig: &'static str,
     pub d1: &'static str,
     pub d2: &'static str,
@@ -54,6 +58,7 @@ impl KernelNames {
     pub fn get(&self, v: Variant) -> &'static str {
         match v {
             Variant::Vec => self.vec,
+            Variant::Tiled => self.tiled,
             Variant::Contig => self.contig,
             Variant::D1 => self.d1,
             Variant::D2 => self.d2,
@@ -117,6 +122,7 @@ macro_rules! kernels {
     (@variants $body:ident $trait:ident [$($part:ident)+] $op:ty; $n:literal; [$($t:ty),+];
      $params:tt) => {
         $crate::kernels!(@vec_entry $body [$($part)+] $op; $n; [$($t),+]; $params);
+        $crate::kernels!(@tiled_entry $body [$($part)+] $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "c" u64, 1, 0, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d1" u32, 1, 1, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
@@ -127,6 +133,7 @@ macro_rules! kernels {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
                 vec: concat!($(stringify!($part), "_",)+ "v"),
+                tiled: $crate::kernels!(@tiled_name $body [$($part)+]),
                 contig: concat!($(stringify!($part), "_",)+ "c"),
                 d1: concat!($(stringify!($part), "_",)+ "d1"),
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
@@ -186,6 +193,33 @@ macro_rules! kernels {
     };
     (@vec_call apply4, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
         $crate::apply::apply4_vec::<_, _, _, _, _, $e>($op, $n, $g, $($p),+, $f, $s)
+    };
+    (@tiled_name apply2 [$($part:ident)+]) => { concat!($(stringify!($part), "_",)+ "t") };
+    (@tiled_name apply3 [$($part:ident)+]) => { concat!($(stringify!($part), "_",)+ "t") };
+    (@tiled_name $other:ident [$($part:ident)+]) => { "" };
+    (@tiled_entry apply2 [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
+        $crate::kernels!(@tiled_fn apply2_tiled [$($part)+] $op; $n; ($($p: $pt),+));
+    };
+    (@tiled_entry apply3 [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
+        $crate::kernels!(@tiled_fn apply3_tiled [$($part)+] $op; $n; ($($p: $pt),+));
+    };
+    (@tiled_entry $other:ident $($rest:tt)*) => {};
+    (@tiled_fn $f:ident [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ "t")]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                t: $crate::TileArg,
+                g: $crate::Geometry<u32, 5, $n>,
+                $($p: $pt),+
+            ) {
+                // SAFETY: the launcher sized the grid, block and shared memory as the tiled
+                // variant requires; the planner proved the Geometry invariants.
+                unsafe { $crate::tiled::$f(op.op, &g, &t, $($p),+) }
+            }
+        };
     };
     (@ndim $g:ident dyn) => { $g.ndim as usize };
     (@ndim $g:ident $l:literal) => { $l };

@@ -12,7 +12,10 @@
 //! - [`kernels!`]: the one macro that names and instantiates entry points; [`builtin`]
 //!   is the library's own list.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(abi_ptx, stdarch_nvptx, asm_experimental_arch)
+)]
 
 #[cfg(not(target_arch = "nvptx64"))]
 extern crate std;
@@ -24,6 +27,33 @@ pub mod geometry;
 mod instantiate;
 pub mod math;
 pub mod ops;
+#[cfg(target_arch = "nvptx64")]
+pub mod tiled;
+
+/// Parameters of the tiled variant (see `tiled`): which inputs are staged through shared
+/// memory, and how many 32×32 tiles cover the two tiled axes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TileArg {
+    /// Bit `k - 1` set: input `k` is read through shared memory.
+    pub staged: u32,
+    /// Tiles along axis 0 (the output's unit-stride axis).
+    pub tiles_x: u32,
+    /// Tiles along axis 1 (a staged input's unit-stride axis).
+    pub tiles_y: u32,
+}
+
+/// Side of the square tile of the tiled variant; a block is `TILE × TILE_ROWS` threads.
+pub const TILE: u32 = 32;
+/// Rows of threads per tiled block (each thread covers `TILE / TILE_ROWS` rows).
+pub const TILE_ROWS: u32 = 8;
+
+/// Bytes of dynamic shared memory the tiled variant uses to stage one input of
+/// `size`-byte elements: a `TILE × (TILE + 1)` tile (the padding column avoids bank
+/// conflicts), rounded up to 16 bytes. Input `k`'s stage follows inputs `1..k`'s.
+pub const fn stage_bytes(size: usize) -> usize {
+    (((TILE + 1) * TILE) as usize * size).div_ceil(16) * 16
+}
 
 #[cfg(target_arch = "nvptx64")]
 #[doc(hidden)]

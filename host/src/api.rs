@@ -2,15 +2,15 @@
 //! passes first (the planner is the only guard the GPU has).
 
 use crate::error::{Error, Operand, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, LaunchShape};
 use crate::layout::Layout;
 use crate::plan::{plan, Plan};
 use crate::tensor::DeviceTensor;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::{
-    Geometry,
-    Elem, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
+    Elem, Geometry, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, TileArg, Variant,
+    MAX_DIMS,
 };
 use std::ffi::c_void;
 
@@ -104,7 +104,28 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         // SAFETY: the parameter list is (OpArg<Op>, u64, Geometry<u32, 2, N>, N pointers), as
         // `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra
         // alignment conditions, the caller the rest.
-        return unsafe { gpu.launch(names, Variant::Vec, n.div_ceil(width), stream, &mut args) };
+        return unsafe {
+            gpu.launch(
+                names,
+                Variant::Vec,
+                gpu.shape_1d(n.div_ceil(width)),
+                stream,
+                &mut args,
+            )
+        };
+    }
+    if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
+        let op = OpArg::new(op);
+        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
+        args.push(&op as *const OpArg<Op> as *mut c_void);
+        args.push(&t as *const TileArg as *mut c_void);
+        args.push(&g as *const Geometry<u32, 5, N> as *mut c_void);
+        for p in &ptrs {
+            args.push(p as *const u64 as *mut c_void);
+        }
+        // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
+        // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
+        return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, &mut args) };
     }
     unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
@@ -126,12 +147,23 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         }
         // SAFETY: the parameter list is (OpArg<Op>, I, Geometry<I, D, N>, N pointers), as
         // `kernels!` declares for this variant; pointers are valid by this fn's contract.
-        unsafe { gpu.launch(names, plan.variant, plan.numel, stream, &mut args) }
+        unsafe {
+            gpu.launch(
+                names,
+                plan.variant,
+                gpu.shape_1d(plan.numel),
+                stream,
+                &mut args,
+            )
+        }
     }
     // SAFETY: forwarded contract.
     unsafe {
         match plan.variant {
-            Variant::Contig | Variant::Vec => go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream),
+            // The planner never picks Vec or Tiled itself; they are chosen above.
+            Variant::Contig | Variant::Vec | Variant::Tiled => {
+                go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream)
+            }
             Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
             Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
             Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
@@ -163,6 +195,57 @@ fn vec_geometry<const N: usize>(
         }
         _ => None,
     }
+}
+
+/// The tiled variant's geometry when it applies: a 32-bit plan of at most 5 dimensions whose
+/// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
+/// Axes are reordered to `[0, j, batch…]`; inputs not coalesced along axis 0 are staged.
+fn tiled_geometry<const N: usize>(
+    names: &KernelNames,
+    plan: &Plan<N>,
+    elem_sizes: &[usize; N],
+) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape)> {
+    let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
+    if names.tiled.is_empty() || !fits || plan.strides[0][0] != 1 {
+        return None;
+    }
+    let slow = |k: usize| !matches!(plan.strides[k][0], -1..=1);
+    let j = (1..plan.ndim).find(|&d| (1..N).any(|k| slow(k) && plan.strides[k][d].abs() == 1))?;
+    let order: Vec<usize> = [0, j]
+        .into_iter()
+        .chain((1..plan.ndim).filter(|&d| d != j))
+        .collect();
+    let mut g = Geometry::<u32, 5, N>::empty();
+    g.ndim = plan.ndim as u32;
+    for (to, &from) in order.iter().enumerate() {
+        g.sizes[to] = plan.sizes[from] as u32;
+        for k in 0..N {
+            g.strides[k][to] = plan.strides[k][from] as i32 as u32;
+        }
+    }
+    let staged = (1..N)
+        .filter(|&k| slow(k))
+        .fold(0u32, |m, k| m | 1 << (k - 1));
+    let tiles = |n: u32| n.div_ceil(gpu_kernels::TILE);
+    let t = TileArg {
+        staged,
+        tiles_x: tiles(g.sizes[0]),
+        tiles_y: tiles(g.sizes[1]),
+    };
+    let batch: u64 = (2..plan.ndim).map(|d| g.sizes[d] as u64).product();
+    let blocks = t.tiles_x as u64 * t.tiles_y as u64 * batch;
+    let shared: usize = (1..N)
+        .map(|k| gpu_kernels::stage_bytes(elem_sizes[k]))
+        .sum();
+    (blocks <= i32::MAX as u64).then_some((
+        g,
+        t,
+        LaunchShape {
+            grid: blocks as u32,
+            block: (gpu_kernels::TILE, gpu_kernels::TILE_ROWS),
+            shared_bytes: shared as u32,
+        },
+    ))
 }
 
 macro_rules! typed_apply {

@@ -25,7 +25,15 @@ pub struct PtxText {
     pub body: &'static str,
 }
 
-/// Threads per block of every pointwise launch.
+/// Grid, block and dynamic shared memory of one launch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct LaunchShape {
+    pub grid: u32,
+    pub block: (u32, u32),
+    pub shared_bytes: u32,
+}
+
+/// Threads per block of every grid-stride launch.
 pub const BLOCK: u32 = 256;
 
 /// A device, its context and stream, and the modules loaded on it.
@@ -223,6 +231,15 @@ impl Gpu {
         want.min(cap) as u32
     }
 
+    /// Grid and block of a grid-stride launch over `n` elements (or vector chunks).
+    pub(crate) fn shape_1d(&self, n: u64) -> LaunchShape {
+        LaunchShape {
+            grid: self.grid(n),
+            block: (BLOCK, 1),
+            shared_bytes: 0,
+        }
+    }
+
     /// The one launch site.
     ///
     /// # Safety
@@ -230,12 +247,15 @@ impl Gpu {
     ///    launcher builds them from the same `#[repr(C)]` types the kernel takes).
     /// 2. Every pointer argument is valid for every offset the kernel computes from the
     ///    launch's [`Plan`](crate::plan::Plan), which the planner proved in bounds.
+    /// 4. `shape` is what the variant's body expects (grid-stride variants: any grid and
+    ///    1-D blocks; the tiled variant: one block per tile, `TILE × TILE_ROWS` threads and
+    ///    its stage bytes of shared memory).
     /// 3. `stream` is a live stream of this Gpu's context.
     pub(crate) unsafe fn launch(
         &self,
         names: &KernelNames,
         variant: Variant,
-        n: u64,
+        shape: LaunchShape,
         stream: sys::CUstream,
         args: &mut [*mut c_void],
     ) -> Result<()> {
@@ -248,9 +268,9 @@ impl Gpu {
         unsafe {
             cudarc::driver::result::launch_kernel(
                 f.cu_function(),
-                (self.grid(n), 1, 1),
-                (BLOCK, 1, 1),
-                0,
+                (shape.grid, 1, 1),
+                (shape.block.0, shape.block.1, 1),
+                shape.shared_bytes,
                 stream,
                 args,
             )

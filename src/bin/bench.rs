@@ -30,7 +30,9 @@ fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     for i in 0..3 {
         f(i)?;
     }
-    let mut t: Vec<f64> = (0..REPS).map(|i| gpu.time_ms(|| f(i)).map(|x| x as f64)).collect::<Result<_>>()?;
+    let mut t: Vec<f64> = (0..REPS)
+        .map(|i| gpu.time_ms(|| f(i)).map(|x| x as f64))
+        .collect::<Result<_>>()?;
     t.sort_by(f64::total_cmp);
     Ok(t[REPS / 2])
 }
@@ -49,7 +51,15 @@ struct Operand<T> {
 
 /// Times `out = op(a, b)` for the given layouts and checks one result against the CPU twin.
 #[allow(clippy::too_many_arguments)]
-fn bench3<Op, T>(gpu: &Gpu, case: &str, op: Op, out: &Layout, a: &Operand<T>, b: &Operand<T>, poison: T) -> Result<()>
+fn bench3<Op, T>(
+    gpu: &Gpu,
+    case: &str,
+    op: Op,
+    out: &Layout,
+    a: &Operand<T>,
+    b: &Operand<T>,
+    poison: T,
+) -> Result<()>
 where
     Op: Kernels3<T, T, T> + Copy,
     T: Elem + Distance,
@@ -59,8 +69,10 @@ where
     let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
     let mut tensors = Vec::new();
     for _ in 0..sets {
-        let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
-        let db = DeviceTensor::from_slice(gpu, &b.host, &[b.host.len()])?.with_layout(b.layout.clone())?;
+        let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?
+            .with_layout(a.layout.clone())?;
+        let db = DeviceTensor::from_slice(gpu, &b.host, &[b.host.len()])?
+            .with_layout(b.layout.clone())?;
         let dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
         tensors.push((da, db, dc));
     }
@@ -68,7 +80,12 @@ where
     api::apply3(gpu, op, dc, da, db)?;
     let got = dc.buffer_to_vec(gpu)?;
     let mut want = vec![poison; n];
-    cpu::apply3(op, (&mut want, out), (&a.host, &a.layout), (&b.host, &b.layout))?;
+    cpu::apply3(
+        op,
+        (&mut want, out),
+        (&a.host, &a.layout),
+        (&b.host, &b.layout),
+    )?;
     let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
         None => "GPU=CPU".to_string(),
         Some(m) => format!("MISMATCH {m}"),
@@ -81,18 +98,29 @@ where
     Ok(())
 }
 
-fn bench_copy<T: Elem + Distance>(gpu: &Gpu, case: &str, out: &Layout, a: &Operand<T>, poison: T) -> Result<()>
+fn bench_copy<T: Elem + Distance>(
+    gpu: &Gpu,
+    case: &str,
+    out: &Layout,
+    a: &Operand<T>,
+    poison: T,
+) -> Result<()>
 where
     ops::Cast: Kernels2<T, T>,
 {
     let n = out.numel();
-    let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
+    let da =
+        DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
     let mut dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
     api::apply2(gpu, ops::Cast, &mut dc, &da)?;
     let got = dc.buffer_to_vec(gpu)?;
     let mut want = vec![poison; n];
     cpu::apply2(ops::Cast, (&mut want, out), (&a.host, &a.layout))?;
-    let check = if first_mismatch(&got, &want, ops::Tolerance::Exact).is_none() { "GPU=CPU" } else { "MISMATCH" };
+    let check = if first_mismatch(&got, &want, ops::Tolerance::Exact).is_none() {
+        "GPU=CPU"
+    } else {
+        "MISMATCH"
+    };
     let ms = median_ms(gpu, |_| api::apply2(gpu, ops::Cast, &mut dc, &da))?;
     report(case, T::NAME, n, 2 * n * size_of::<T>(), ms, check);
     Ok(())
@@ -100,7 +128,10 @@ where
 
 fn dense<T: Elem>(shape: &[usize], seed: u64, f: impl Fn(u64) -> T) -> Result<Operand<T>> {
     let layout = Layout::contiguous(shape)?;
-    Ok(Operand { host: random(layout.numel(), seed, f), layout })
+    Ok(Operand {
+        host: random(layout.numel(), seed, f),
+        layout,
+    })
 }
 
 fn main() -> Result<()> {
@@ -119,21 +150,55 @@ fn main() -> Result<()> {
         report("d2d_copy", "f32", n, 2 * n * 4, ms, "-");
     }
     // Contiguous add over sizes.
-    let sizes: Vec<u32> = if quick { vec![12, 20, 24] } else { vec![12, 16, 20, 24, 26, 28] };
+    let sizes: Vec<u32> = if quick {
+        vec![12, 20, 24]
+    } else {
+        vec![12, 16, 20, 24, 26, 28]
+    };
     for p in sizes {
         let n = 1usize << p;
         let (a, b) = (dense(&[n], 2, rand_f32)?, dense(&[n], 3, rand_f32)?);
-        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, f32::NAN)?;
+        bench3(
+            &gpu,
+            "contiguous_add",
+            ops::Add,
+            &a.layout.clone(),
+            &a,
+            &b,
+            f32::NAN,
+        )?;
     }
     let sq = Layout::contiguous(&[big, big])?;
     // f64 and u8 contiguous add.
     {
         let n = big * big / 2;
-        let (a, b) = (dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?, dense(&[n], 5, |x| (x >> 3) as f64 / 1e18)?);
-        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, f64::NAN)?;
+        let (a, b) = (
+            dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?,
+            dense(&[n], 5, |x| (x >> 3) as f64 / 1e18)?,
+        );
+        bench3(
+            &gpu,
+            "contiguous_add",
+            ops::Add,
+            &a.layout.clone(),
+            &a,
+            &b,
+            f64::NAN,
+        )?;
         let n = big * big;
-        let (a, b) = (dense(&[n], 6, |x| x as u8)?, dense(&[n], 7, |x| (x >> 8) as u8)?);
-        bench3(&gpu, "contiguous_add", ops::Add, &a.layout.clone(), &a, &b, 0x5a)?;
+        let (a, b) = (
+            dense(&[n], 6, |x| x as u8)?,
+            dense(&[n], 7, |x| (x >> 8) as u8)?,
+        );
+        bench3(
+            &gpu,
+            "contiguous_add",
+            ops::Add,
+            &a.layout.clone(),
+            &a,
+            &b,
+            0x5a,
+        )?;
     }
     // Broadcast row.
     {
@@ -144,18 +209,31 @@ fn main() -> Result<()> {
         let row8 = dense(&[1, big], 11, |x| x as u8)?;
         bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
         // Transposed operand: A + B^T.
-        let bt = Operand { host: random(big * big, 12, rand_f32), layout: sq.transpose(0, 1)? };
+        let bt = Operand {
+            host: random(big * big, 12, rand_f32),
+            layout: sq.transpose(0, 1)?,
+        };
         bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
         // Slice with step 2 as an operand: A[:, ::2] + B.
         let wide = Layout::contiguous(&[big, 2 * big])?;
-        let s2 = Operand { host: random(2 * big * big, 13, rand_f32), layout: wide.slice(1, None, None, 2)? };
+        let s2 = Operand {
+            host: random(2 * big * big, 13, rand_f32),
+            layout: wide.slice(1, None, None, 2)?,
+        };
         bench3(&gpu, "slice_step2", ops::Add, &sq, &s2, &a, f32::NAN)?;
     }
     // Permuted copy: (64,64,128,256) permuted (3,1,0,2) into a dense tensor.
     {
-        let shape = if quick { [16, 16, 32, 64] } else { [64, 64, 128, 256] };
+        let shape = if quick {
+            [16, 16, 32, 64]
+        } else {
+            [64, 64, 128, 256]
+        };
         let src = dense(&shape, 14, rand_f32)?;
-        let perm = Operand { layout: src.layout.permute(&[3, 1, 0, 2])?, host: src.host };
+        let perm = Operand {
+            layout: src.layout.permute(&[3, 1, 0, 2])?,
+            host: src.host,
+        };
         let out = Layout::contiguous(perm.layout.shape())?;
         bench_copy(&gpu, "permute_copy", &out, &perm, f32::NAN)?;
     }

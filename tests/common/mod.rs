@@ -123,6 +123,22 @@ pub fn cases(k: usize) -> Vec<Case> {
         ),
         last("broadcast-row", dense(&s), dense(&s), dense(&[1, 53])),
         last("broadcast-row-1d", dense(&s), dense(&s), dense(&[53])),
+        last(
+            "broadcast-row-64",
+            dense(&[37, 64]),
+            dense(&[37, 64]),
+            dense(&[1, 64]),
+        ),
+        all(
+            "rows-sliced-64",
+            view(&[74, 64], |l| l.slice(0, None, None, 2).unwrap()),
+            view(&[111, 64], |l| l.slice(0, Some(1), None, 3).unwrap()),
+        ),
+        all(
+            "transposed-both-in",
+            view(&[64, 40], |l| l.transpose(0, 1).unwrap()),
+            view(&[64, 40], |l| l.transpose(0, 1).unwrap().flip(0).unwrap()),
+        ),
         last("broadcast-col", dense(&s), dense(&s), dense(&[37, 1])),
         last("broadcast-scalar", dense(&s), dense(&s), dense(&[])),
         all(

@@ -1,0 +1,188 @@
+//! The tiled variant, for operands that disagree on their fastest axis (`A + Bᵀ`, a
+//! permuted copy). Axis 0 of the geometry is the output's unit-stride axis, axis 1 a staged
+//! input's unit-stride axis, axes 2..ndim are a batch. A block of `TILE × TILE_ROWS` threads
+//! covers one `TILE × TILE` tile of axes (0, 1) of one batch element:
+//! 1. staged inputs are read with consecutive threads along axis 1 (coalesced for them) into
+//!    shared memory, padded to `TILE + 1` columns so neither phase has bank conflicts;
+//! 2. after a barrier, consecutive threads walk axis 0: staged inputs come from shared
+//!    memory, the others straight from global memory (coalesced along axis 0), and the
+//!    output is written along its unit-stride axis.
+
+use crate::device::{shared_base, sync_threads, tile_thread};
+use crate::geometry::Geometry;
+use crate::ops::{Op2, Op3};
+use crate::{stage_bytes, TileArg, TILE, TILE_ROWS};
+
+const PITCH: u32 = TILE + 1;
+
+/// Offsets of element `(x, y)` of this block's batch element.
+#[inline(always)]
+fn at<const N: usize>(g: &Geometry<u32, 5, N>, base: &[u32; N], k: usize, x: u32, y: u32) -> isize {
+    base[k]
+        .wrapping_add(x.wrapping_mul(g.strides[k][0]))
+        .wrapping_add(y.wrapping_mul(g.strides[k][1])) as i32 as isize
+}
+
+/// This block's tile origin and the offsets of its batch element.
+#[inline(always)]
+fn block_origin<const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    t: &TileArg,
+    block: u32,
+) -> (u32, u32, [u32; N]) {
+    let bx = block % t.tiles_x;
+    let rest = block / t.tiles_x;
+    let by = rest % t.tiles_y;
+    let mut batch = rest / t.tiles_y;
+    let mut base = [0u32; N];
+    // Batch axes 2, 3, 4 by constant index, so `sizes[d]` and `strides[k][d]` stay constant
+    // offsets into parameter space (a run-time index copies the Geometry to local memory).
+    let mut axis = |d: usize| {
+        if d < g.ndim as usize {
+            let size = g.sizes[d];
+            // SAFETY: sizes in use are at least 1 (Geometry invariant 1).
+            unsafe { core::hint::assert_unchecked(size != 0) };
+            let i = batch % size;
+            batch /= size;
+            let mut k = 0;
+            while k < N {
+                base[k] = base[k].wrapping_add(i.wrapping_mul(g.strides[k][d]));
+                k += 1;
+            }
+        }
+    };
+    axis(2);
+    axis(3);
+    axis(4);
+    (bx * TILE, by * TILE, base)
+}
+
+/// Stages input `k` (element type `T`) of this tile into `stage`.
+#[inline(always)]
+unsafe fn stage_in<T: Copy, const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    base: &[u32; N],
+    k: usize,
+    src: *const T,
+    stage: *mut T,
+    (x0, y0, tx, ty): (u32, u32, u32, u32),
+) {
+    let mut r = ty;
+    while r < TILE {
+        let (x, y) = (x0 + r, y0 + tx);
+        if x < g.sizes[0] && y < g.sizes[1] {
+            *stage.add((r * PITCH + tx) as usize) = *src.offset(at(g, base, k, x, y));
+        }
+        r += TILE_ROWS;
+    }
+}
+
+/// Input `k` at `(x, y)`: from the stage when staged, else from global memory.
+#[inline(always)]
+unsafe fn read<T: Copy, const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    base: &[u32; N],
+    k: usize,
+    src: *const T,
+    stage: Option<*const T>,
+    (x, y, tx, r): (u32, u32, u32, u32),
+) -> T {
+    match stage {
+        Some(s) => *s.add((tx * PITCH + r) as usize),
+        None => *src.offset(at(g, base, k, x, y)),
+    }
+}
+
+/// Tiled `apply2`.
+///
+/// # Safety
+/// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
+/// `TILE × TILE_ROWS` threads per block, `tiles_x * tiles_y * batch` blocks, and
+/// `stage_bytes(size_of::<A>())` bytes of dynamic shared memory when input 1 is staged.
+#[inline(always)]
+pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
+    op: Op,
+    g: &Geometry<u32, 5, 2>,
+    t: &TileArg,
+    out: *mut O,
+    a: *const A,
+) {
+    let (tx, ty, block) = tile_thread();
+    let (x0, y0, base) = block_origin(g, t, block);
+    let sa = shared_base() as *mut A;
+    let staged = t.staged & 1 != 0;
+    if staged {
+        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
+    }
+    sync_threads();
+    let x = x0 + tx;
+    let mut r = ty;
+    while r < TILE {
+        let y = y0 + r;
+        if x < g.sizes[0] && y < g.sizes[1] {
+            let av = read(
+                g,
+                &base,
+                1,
+                a,
+                staged.then_some(sa as *const A),
+                (x, y, tx, r),
+            );
+            op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av);
+        }
+        r += TILE_ROWS;
+    }
+}
+
+/// Tiled `apply3`.
+///
+/// # Safety
+/// As [`apply2_tiled`], with `stage_bytes(size_of::<A>()) + stage_bytes(size_of::<B>())`
+/// bytes of dynamic shared memory (input 2's stage follows input 1's).
+#[inline(always)]
+pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
+    op: Op,
+    g: &Geometry<u32, 5, 3>,
+    t: &TileArg,
+    out: *mut O,
+    a: *const A,
+    b: *const B,
+) {
+    let (tx, ty, block) = tile_thread();
+    let (x0, y0, base) = block_origin(g, t, block);
+    let sa = shared_base() as *mut A;
+    let sb = shared_base().add(stage_bytes(core::mem::size_of::<A>())) as *mut B;
+    let (stage_a, stage_b) = (t.staged & 1 != 0, t.staged & 2 != 0);
+    if stage_a {
+        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
+    }
+    if stage_b {
+        stage_in(g, &base, 2, b, sb, (x0, y0, tx, ty));
+    }
+    sync_threads();
+    let x = x0 + tx;
+    let mut r = ty;
+    while r < TILE {
+        let y = y0 + r;
+        if x < g.sizes[0] && y < g.sizes[1] {
+            let av = read(
+                g,
+                &base,
+                1,
+                a,
+                stage_a.then_some(sa as *const A),
+                (x, y, tx, r),
+            );
+            let bv = read(
+                g,
+                &base,
+                2,
+                b,
+                stage_b.then_some(sb as *const B),
+                (x, y, tx, r),
+            );
+            op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av, bv);
+        }
+        r += TILE_ROWS;
+    }
+}
