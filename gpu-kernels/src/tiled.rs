@@ -30,6 +30,8 @@ fn block_origin<const N: usize>(
     t: &TileArg,
     block: u32,
 ) -> (u32, u32, [u32; N]) {
+    // SAFETY: the launcher sets both tile counts to at least 1.
+    unsafe { core::hint::assert_unchecked(t.tiles_x != 0 && t.tiles_y != 0) };
     let bx = block % t.tiles_x;
     let rest = block / t.tiles_x;
     let by = rest % t.tiles_y;
