@@ -191,7 +191,7 @@ fn typed_errors(gpu: &Gpu) -> TestResult {
         |e| matches!(e, Error::LengthMismatch { .. }),
     )?);
     // Raw API: type, alignment, null.
-    let base = a.buffer().addr(gpu);
+    let base = a.buffer().addr();
     let (shape, strides) = ([12usize], [1isize]);
     let t = |ptr, elem| RawTensor {
         ptr,
@@ -229,6 +229,14 @@ fn typed_errors(gpu: &Gpu) -> TestResult {
             |e| matches!(e, Error::NullPointer { operand: "a" }),
         )?);
     }
+    // A tensor of another Gpu handle (another stream) is refused.
+    let other = gpu.new_stream().map_err(e)?;
+    let mut z = DeviceTensor::<f32>::zeros(gpu, &[3, 4]).map_err(e)?;
+    lines.push(expect_err(
+        api::apply2(&other, Neg, &mut z, &a),
+        "wrong handle",
+        |e| matches!(e, Error::WrongDevice { operand: "out" }),
+    )?);
     // The context still works afterwards.
     let mut y = DeviceTensor::<f32>::zeros(gpu, &[3, 4]).map_err(e)?;
     api::apply2(gpu, Neg, &mut y, &a).map_err(e)?;
@@ -249,15 +257,15 @@ fn raw_api_matches_typed(gpu: &Gpu) -> TestResult {
     // out = a^T + a^T through raw pointers with a transposed, reversed view.
     let (s_out, st_out) = ([4usize, 3], [3isize, 1]);
     let (s_a, st_a) = ([4usize, 3], [-1isize, 4]);
-    let a_last_col = da.buffer().addr(gpu) + 3 * 4; // element (0, 3)
-                                                    // SAFETY: both views stay inside their 12-element buffers.
+    let a_last_col = da.buffer().addr() + 3 * 4; // element (0, 3)
+                                                 // SAFETY: both views stay inside their 12-element buffers.
     unsafe {
         raw::apply3::<_, f32, f32, f32>(
             gpu,
             None,
             Add,
             RawTensor {
-                ptr: out.buffer().addr(gpu),
+                ptr: out.buffer().addr(),
                 elem: ElemType::F32,
                 shape: &s_out,
                 strides: &st_out,

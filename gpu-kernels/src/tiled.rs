@@ -4,14 +4,16 @@
 //! covers one `TILE × TILE` tile of axes (0, 1) of one batch element:
 //! 1. staged inputs are read with consecutive threads along axis 1 (coalesced for them) into
 //!    shared memory, padded to `TILE + 1` columns so neither phase has bank conflicts;
-//! 2. after a barrier, consecutive threads walk axis 0: staged inputs come from shared
-//!    memory, the others straight from global memory (coalesced along axis 0), and the
-//!    output is written along its unit-stride axis.
+//!    The other inputs are loaded into registers in the same phase (coalesced along axis
+//!    0), so all of a tile's loads are in flight before the barrier;
+//! 2. after the barrier, consecutive threads walk axis 0 and write the output along its
+//!    unit-stride axis, staged inputs read back from shared memory.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
 use crate::{stage_bytes, TileArg, TILE, TILE_ROWS};
+use core::mem::MaybeUninit;
 
 const PITCH: u32 = TILE + 1;
 
@@ -79,19 +81,44 @@ unsafe fn stage_in<T: Copy, const N: usize>(
     }
 }
 
-/// Input `k` at `(x, y)`: from the stage when staged, else from global memory.
+const ROWS: usize = (TILE / TILE_ROWS) as usize;
+
+/// Input `k` at the thread's phase-2 positions `(x0 + tx, y0 + ty + i * TILE_ROWS)`:
+/// staged inputs come later from shared memory; the others are loaded here, before the
+/// barrier, so all of the tile's global loads are in flight together.
 #[inline(always)]
-unsafe fn read<T: Copy, const N: usize>(
+unsafe fn prefetch<T: Copy, const N: usize>(
     g: &Geometry<u32, 5, N>,
     base: &[u32; N],
     k: usize,
     src: *const T,
+    (x0, y0, tx, ty): (u32, u32, u32, u32),
+) -> [MaybeUninit<T>; ROWS] {
+    let mut v = [MaybeUninit::uninit(); ROWS];
+    let x = x0 + tx;
+    let mut i = 0;
+    while i < ROWS {
+        let y = y0 + ty + i as u32 * TILE_ROWS;
+        if x < g.sizes[0] && y < g.sizes[1] {
+            v[i] = MaybeUninit::new(*src.offset(at(g, base, k, x, y)));
+        }
+        i += 1;
+    }
+    v
+}
+
+/// Input value for phase-2 row `i`: from the stage, or from what [`prefetch`] loaded.
+#[inline(always)]
+unsafe fn value<T: Copy>(
     stage: Option<*const T>,
-    (x, y, tx, r): (u32, u32, u32, u32),
+    pre: &[MaybeUninit<T>; ROWS],
+    tx: u32,
+    r: u32,
+    i: usize,
 ) -> T {
     match stage {
         Some(s) => *s.add((tx * PITCH + r) as usize),
-        None => *src.offset(at(g, base, k, x, y)),
+        None => pre[i].assume_init(),
     }
 }
 
@@ -100,7 +127,7 @@ unsafe fn read<T: Copy, const N: usize>(
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
 /// `TILE × TILE_ROWS` threads per block, `tiles_x * tiles_y * batch` blocks, and
-/// `stage_bytes(size_of::<A>())` bytes of dynamic shared memory when input 1 is staged.
+/// `stage_bytes(size_of::<A>())` bytes of dynamic shared memory.
 #[inline(always)]
 pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     op: Op,
@@ -112,27 +139,24 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     let (tx, ty, block) = tile_thread();
     let (x0, y0, base) = block_origin(g, t, block);
     let sa = shared_base() as *mut A;
-    let staged = t.staged & 1 != 0;
-    if staged {
+    let stage_a = t.staged & 1 != 0;
+    let pa = if stage_a {
         stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
-    }
+        [MaybeUninit::uninit(); ROWS]
+    } else {
+        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
+    };
     sync_threads();
     let x = x0 + tx;
-    let mut r = ty;
-    while r < TILE {
+    let mut i = 0;
+    while i < ROWS {
+        let r = ty + i as u32 * TILE_ROWS;
         let y = y0 + r;
         if x < g.sizes[0] && y < g.sizes[1] {
-            let av = read(
-                g,
-                &base,
-                1,
-                a,
-                staged.then_some(sa as *const A),
-                (x, y, tx, r),
-            );
+            let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);
             op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av);
         }
-        r += TILE_ROWS;
+        i += 1;
     }
 }
 
@@ -155,36 +179,29 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     let sa = shared_base() as *mut A;
     let sb = shared_base().add(stage_bytes(core::mem::size_of::<A>())) as *mut B;
     let (stage_a, stage_b) = (t.staged & 1 != 0, t.staged & 2 != 0);
-    if stage_a {
+    let pa = if stage_a {
         stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
-    }
-    if stage_b {
+        [MaybeUninit::uninit(); ROWS]
+    } else {
+        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
+    };
+    let pb = if stage_b {
         stage_in(g, &base, 2, b, sb, (x0, y0, tx, ty));
-    }
+        [MaybeUninit::uninit(); ROWS]
+    } else {
+        prefetch(g, &base, 2, b, (x0, y0, tx, ty))
+    };
     sync_threads();
     let x = x0 + tx;
-    let mut r = ty;
-    while r < TILE {
+    let mut i = 0;
+    while i < ROWS {
+        let r = ty + i as u32 * TILE_ROWS;
         let y = y0 + r;
         if x < g.sizes[0] && y < g.sizes[1] {
-            let av = read(
-                g,
-                &base,
-                1,
-                a,
-                stage_a.then_some(sa as *const A),
-                (x, y, tx, r),
-            );
-            let bv = read(
-                g,
-                &base,
-                2,
-                b,
-                stage_b.then_some(sb as *const B),
-                (x, y, tx, r),
-            );
+            let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);
+            let bv = value(stage_b.then_some(sb as *const B), &pb, tx, r, i);
             op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av, bv);
         }
-        r += TILE_ROWS;
+        i += 1;
     }
 }

@@ -263,7 +263,7 @@ macro_rules! typed_apply {
             if plan.numel == 0 {
                 return Ok(());
             }
-            let ptrs = [out.base_addr(gpu) $(, $x.base_addr(gpu))*];
+            let ptrs = [out.base_addr() $(, $x.base_addr())*];
             // SAFETY: every tensor's layout was checked against its buffer when the view was
             // made (`DeviceTensor::with_layout`), the plan broadcast them to the output, and
             // `check_aliasing` proved the aliasing rules.

@@ -105,7 +105,7 @@ pub enum Error {
         shape: Vec<usize>,
         expected: usize,
     },
-    #[error("{operand}: belongs to another Gpu (context)")]
+    #[error("{operand}: belongs to another Gpu handle (its buffer is ordered on another stream)")]
     WrongDevice { operand: Operand },
 }
 

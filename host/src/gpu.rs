@@ -25,6 +25,19 @@ pub struct PtxText {
     pub body: &'static str,
 }
 
+/// Blocks per SM a grid-stride launch is capped at: `STRIDED_APPLY_BLOCKS_PER_SM` (a
+/// tuning knob, read once), default 32.
+fn blocks_per_sm() -> u64 {
+    static V: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_BLOCKS_PER_SM")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .filter(|&v| v > 0)
+            .unwrap_or(32)
+    })
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LaunchShape {
@@ -227,7 +240,8 @@ impl Gpu {
     /// never more than [`MAX_GRID_THREADS`](crate::plan::MAX_GRID_THREADS) threads.
     pub(crate) fn grid(&self, n: u64) -> u32 {
         let want = n.div_ceil(BLOCK as u64).max(1);
-        let cap = (self.sm_count as u64 * 32).min(crate::plan::MAX_GRID_THREADS / BLOCK as u64);
+        let cap = (self.sm_count as u64 * blocks_per_sm())
+            .min(crate::plan::MAX_GRID_THREADS / BLOCK as u64);
         want.min(cap) as u32
     }
 
@@ -315,8 +329,8 @@ impl Gpu {
         // `bytes` bytes (checked above); the copy is ordered on this Gpu's stream.
         unsafe {
             cudarc::driver::result::memcpy_dtod_async(
-                dst.addr(self),
-                src.addr(self),
+                dst.addr(),
+                src.addr(),
                 bytes,
                 self.stream.cu_stream(),
             )

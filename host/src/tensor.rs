@@ -10,16 +10,38 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 
 /// Device memory for `len` elements, stored as bytes so any [`Elem`] fits.
+///
+/// A buffer belongs to the [`Gpu`] handle (stream) that allocated it: all work on it is
+/// ordered on that stream, including its release, so the typed API refuses a buffer of
+/// another handle ([`Error::WrongDevice`]).
 pub struct DeviceBuffer {
     bytes: CudaSlice<u8>,
     len: usize,
+    /// The device address, read once: launches need no per-call driver calls for it.
+    addr: u64,
+    stream: usize,
 }
 
 impl DeviceBuffer {
+    fn new(gpu: &Gpu, bytes: CudaSlice<u8>, len: usize) -> Self {
+        let addr = {
+            let (p, _sync) = bytes.device_ptr(gpu.stream());
+            p
+        };
+        DeviceBuffer {
+            bytes,
+            len,
+            addr,
+            stream: gpu.stream().cu_stream() as usize,
+        }
+    }
     /// Base device address.
-    pub fn addr(&self, gpu: &Gpu) -> u64 {
-        let (p, _sync) = self.bytes.device_ptr(gpu.stream());
-        p
+    pub fn addr(&self) -> u64 {
+        self.addr
+    }
+    /// Whether `gpu` is the handle whose stream owns this buffer.
+    pub fn belongs_to(&self, gpu: &Gpu) -> bool {
+        self.stream == gpu.stream().cu_stream() as usize
     }
     /// Elements.
     pub fn len(&self) -> usize {
@@ -92,10 +114,7 @@ impl<T: Elem> DeviceTensor<T> {
                 .map_err(oom_or(0, "uploading"))?;
         }
         Ok(DeviceTensor {
-            buf: Arc::new(DeviceBuffer {
-                bytes,
-                len: data.len(),
-            }),
+            buf: Arc::new(DeviceBuffer::new(gpu, bytes, data.len())),
             layout,
             _t: PhantomData,
         })
@@ -107,7 +126,7 @@ impl<T: Elem> DeviceTensor<T> {
         let len = layout.numel();
         let bytes = Self::alloc_bytes(gpu, len)?;
         Ok(DeviceTensor {
-            buf: Arc::new(DeviceBuffer { bytes, len }),
+            buf: Arc::new(DeviceBuffer::new(gpu, bytes, len)),
             layout,
             _t: PhantomData,
         })
@@ -169,15 +188,18 @@ impl<T: Elem> DeviceTensor<T> {
     }
 
     /// Device address of the element at the layout's offset.
-    pub(crate) fn base_addr(&self, gpu: &Gpu) -> u64 {
-        self.buf.addr(gpu) + (self.layout.offset() * size_of::<T>()) as u64
+    pub(crate) fn base_addr(&self) -> u64 {
+        self.buf.addr + (self.layout.offset() * size_of::<T>()) as u64
     }
 
     /// Operand description for the planner's alias check.
     pub(crate) fn region(&self, gpu: &Gpu, operand: Operand) -> Result<crate::api::Region<'_>> {
+        if !self.buf.belongs_to(gpu) {
+            return Err(Error::WrongDevice { operand });
+        }
         Ok(crate::api::Region {
             operand,
-            buffer: self.buf.addr(gpu),
+            buffer: self.buf.addr,
             elem_size: size_of::<T>(),
             layout: &self.layout,
         })
