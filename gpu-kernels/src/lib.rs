@@ -46,7 +46,7 @@ pub struct TileArg {
 /// Side of the square tile of the tiled variant; a block is `TILE × TILE_ROWS` threads.
 pub const TILE: u32 = 32;
 /// Rows of threads per tiled block (each thread covers `TILE / TILE_ROWS` rows).
-pub const TILE_ROWS: u32 = 8;
+pub const TILE_ROWS: u32 = 4;
 
 /// Bytes of dynamic shared memory the tiled variant uses to stage one input of
 /// `size`-byte elements: a `TILE × (TILE + 1)` tile (the padding column avoids bank

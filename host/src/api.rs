@@ -108,7 +108,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             gpu.launch(
                 names,
                 Variant::Vec,
-                gpu.shape_1d(n.div_ceil(width)),
+                gpu.shape_per_thread(n.div_ceil(width)),
                 stream,
                 &mut args,
             )

@@ -246,6 +246,17 @@ impl Gpu {
     }
 
     /// Grid and block of a grid-stride launch over `n` elements (or vector chunks).
+    /// One thread per element (or vector chunk), no grid-stride loop: measured faster for
+    /// the vectorised variant, whose 64-bit index cannot wrap.
+    pub(crate) fn shape_per_thread(&self, n: u64) -> LaunchShape {
+        let blocks = n.div_ceil(BLOCK as u64).clamp(1, i32::MAX as u64);
+        LaunchShape {
+            grid: blocks as u32,
+            block: (BLOCK, 1),
+            shared_bytes: 0,
+        }
+    }
+
     pub(crate) fn shape_1d(&self, n: u64) -> LaunchShape {
         LaunchShape {
             grid: self.grid(n),

@@ -190,6 +190,9 @@ impl Layout {
     /// True when two different multi-indices can reach the same element. Conservative:
     /// axes sorted by |stride| must each step over everything the smaller ones reach.
     pub fn has_internal_overlap(&self) -> bool {
+        if self.is_contiguous() {
+            return false;
+        }
         let mut axes: Vec<(usize, usize)> = self
             .shape
             .iter()

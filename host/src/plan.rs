@@ -36,6 +36,27 @@ pub struct Plan<const N: usize> {
 /// Broadcasts `inputs` to `out`'s shape and plans the walk. `names[k]` names operand `k`
 /// in errors.
 pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Result<Plan<N>> {
+    // Fast path (small tensors are dominated by host time): all operands dense, same shape.
+    let out = layouts[0];
+    if layouts
+        .iter()
+        .all(|l| l.shape() == out.shape() && l.is_contiguous())
+    {
+        let numel = out
+            .shape()
+            .iter()
+            .try_fold(1u64, |a, &s| a.checked_mul(s as u64));
+        if let Some(numel) = numel {
+            return Ok(Plan {
+                numel,
+                ndim: 0,
+                sizes: [1; MAX_DIMS],
+                strides: [[0; MAX_DIMS]; N],
+                base: layouts.map(|l| l.offset()),
+                variant: Variant::Contig,
+            });
+        }
+    }
     let out_shape = layouts[0].shape().to_vec();
     let mut strides_in: Vec<Vec<isize>> = Vec::with_capacity(N);
     let mut base = [0usize; N];
