@@ -61,7 +61,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             Some(g)
         }
         Err(e) => {
-            println!("no GPU ({e}); running the CPU twin only");
+            println!(
+                "no GPU ({e}); running the CPU twin only (PTX from {})",
+                strided_apply::PTX_SOURCE
+            );
             None
         }
     };

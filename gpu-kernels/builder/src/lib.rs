@@ -277,16 +277,26 @@ impl PtxBuild {
     /// builder's flags and targets.
     pub fn fingerprint(&self) -> Result<String, BuildError> {
         let mut files = Vec::new();
-        for dir in std::iter::once(&self.crate_dir).chain(&self.extra_sources) {
-            files.push(dir.join("Cargo.toml"));
-            collect_rs(&dir.join("src"), &mut files)?;
+        for (i, dir) in std::iter::once(&self.crate_dir)
+            .chain(&self.extra_sources)
+            .enumerate()
+        {
+            let mut own = vec![dir.join("Cargo.toml")];
+            collect_rs(&dir.join("src"), &mut own)?;
+            // Paths relative to their crate, so the hash does not depend on the checkout.
+            files.extend(own.into_iter().map(|f| {
+                let rel = f
+                    .strip_prefix(dir)
+                    .unwrap_or(&f)
+                    .to_string_lossy()
+                    .replace('\\', "/");
+                (i, rel, f)
+            }));
         }
         files.sort();
         let mut h = Sha256::new();
-        for f in &files {
-            // Paths relative to their crate so the hash does not depend on the checkout.
-            let rel = f.iter().rev().take(3).collect::<Vec<_>>();
-            h.update(format!("{rel:?}\n").as_bytes());
+        for (i, rel, f) in &files {
+            h.update(format!("{i} {rel}\n").as_bytes());
             h.update(std::fs::read(f)?);
         }
         h.update(format!("{PROFILE_FLAGS:?} {:?} libdevice", self.archs).as_bytes());
