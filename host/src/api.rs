@@ -90,16 +90,10 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     elem_sizes: [usize; N],
     stream: CUstream,
 ) -> Result<()> {
+    let op = OpArg::new(op);
     if let Some(g) = vec_geometry(plan, &ptrs, &elem_sizes) {
-        let op = OpArg::new(op);
         let n = plan.numel;
-        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
-        args.push(&op as *const OpArg<Op> as *mut c_void);
-        args.push(&n as *const u64 as *mut c_void);
-        args.push(&g as *const Geometry<u32, 2, N> as *mut c_void);
-        for p in &ptrs {
-            args.push(p as *const u64 as *mut c_void);
-        }
+        let mut args = params(&op, &n, &g, &ptrs);
         let width = gpu_kernels::apply::vec_width(&elem_sizes) as u64;
         // SAFETY: the parameter list is (OpArg<Op>, u64, Geometry<u32, 2, N>, N pointers), as
         // `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra
@@ -115,14 +109,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         };
     }
     if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
-        let op = OpArg::new(op);
-        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
-        args.push(&op as *const OpArg<Op> as *mut c_void);
-        args.push(&t as *const TileArg as *mut c_void);
-        args.push(&g as *const Geometry<u32, 5, N> as *mut c_void);
-        for p in &ptrs {
-            args.push(p as *const u64 as *mut c_void);
-        }
+        let mut args = params(&op, &t, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
         // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
         return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, &mut args) };
@@ -130,21 +117,14 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,
-        op: Op,
+        op: &OpArg<Op>,
         plan: &Plan<N>,
         ptrs: [u64; N],
         stream: CUstream,
     ) -> Result<()> {
-        let op = OpArg::new(op);
         let n = I::from_u64(plan.numel);
         let g = plan.geometry::<I, D>();
-        let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
-        args.push(&op as *const OpArg<Op> as *mut c_void);
-        args.push(&n as *const I as *mut c_void);
-        args.push(&g as *const _ as *mut c_void);
-        for p in &ptrs {
-            args.push(p as *const u64 as *mut c_void);
-        }
+        let mut args = params(op, &n, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, I, Geometry<I, D, N>, N pointers), as
         // `kernels!` declares for this variant; pointers are valid by this fn's contract.
         unsafe {
@@ -162,15 +142,32 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         match plan.variant {
             // The planner never picks Vec or Tiled itself; they are chosen above.
             Variant::Contig | Variant::Vec | Variant::Tiled => {
-                go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream)
+                go::<Op, u64, 1, N>(gpu, names, &op, plan, ptrs, stream)
             }
-            Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
-            Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
-            Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
-            Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
-            Variant::Dn64 => go::<Op, u64, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream),
+            Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, plan, ptrs, stream),
+            Variant::D2 => go::<Op, u32, 2, N>(gpu, names, &op, plan, ptrs, stream),
+            Variant::D3 => go::<Op, u32, 3, N>(gpu, names, &op, plan, ptrs, stream),
+            Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, &op, plan, ptrs, stream),
+            Variant::Dn64 => go::<Op, u64, MAX_DIMS, N>(gpu, names, &op, plan, ptrs, stream),
         }
     }
+}
+
+/// Kernel parameters in the order every variant declares them: the op, a scalar (the
+/// element count or the tile arguments), the geometry, then one device pointer per operand.
+/// The pointers in the result point into the arguments, which must outlive the launch.
+fn params<Op, S, G, const N: usize>(
+    op: &OpArg<Op>,
+    scalar: &S,
+    g: &G,
+    ptrs: &[u64; N],
+) -> Vec<*mut c_void> {
+    let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
+    args.push(op as *const OpArg<Op> as *mut c_void);
+    args.push(scalar as *const S as *mut c_void);
+    args.push(g as *const G as *mut c_void);
+    args.extend(ptrs.iter().map(|p| p as *const u64 as *mut c_void));
+    args
 }
 
 /// The vectorised variant's geometry when it applies: every base pointer 16-byte aligned,
