@@ -40,6 +40,15 @@ pub fn contiguous_strides(shape: &[usize]) -> Option<Vec<isize>> {
     Some(strides)
 }
 
+/// `Π shape`, or `None` when it overflows `usize`. A shape with a size-0 axis has 0
+/// elements whatever its other sizes (a partial product may overflow before the 0).
+pub fn checked_numel(shape: &[usize]) -> Option<usize> {
+    if shape.contains(&0) {
+        return Some(0);
+    }
+    shape.iter().try_fold(1usize, |a, &s| a.checked_mul(s))
+}
+
 /// numpy's broadcast of two shapes.
 pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
@@ -68,11 +77,15 @@ pub fn broadcast_shapes(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
 impl Layout {
     /// A dense row-major layout of `shape` at offset 0.
     pub fn contiguous(shape: &[usize]) -> Result<Layout> {
-        let strides = contiguous_strides(shape).ok_or_else(|| Error::Overflow {
-            operand: "view",
-            shape: shape.to_vec(),
-            strides: vec![],
-        })?;
+        // An empty shape reaches nothing: its strides may be 0 when row-major ones overflow.
+        let empty = || (checked_numel(shape) == Some(0)).then(|| vec![0; shape.len()]);
+        let strides = contiguous_strides(shape)
+            .or_else(empty)
+            .ok_or_else(|| Error::Overflow {
+                operand: "view",
+                shape: shape.to_vec(),
+                strides: vec![],
+            })?;
         Ok(Layout {
             shape: shape.to_vec(),
             strides,
@@ -110,10 +123,7 @@ impl Layout {
 
     /// Number of elements (condition 1 is checked by `check_in`; this saturates).
     pub fn numel(&self) -> usize {
-        self.shape
-            .iter()
-            .try_fold(1usize, |a, &s| a.checked_mul(s))
-            .unwrap_or(usize::MAX)
+        checked_numel(&self.shape).unwrap_or(usize::MAX)
     }
 
     fn overflow(&self, operand: Operand) -> Error {
@@ -127,8 +137,7 @@ impl Layout {
     /// The lowest and highest element offsets reached, with checked arithmetic.
     pub fn span(&self, operand: Operand) -> Result<Option<Span>> {
         // Condition 1.
-        let n = self.shape.iter().try_fold(1usize, |a, &s| a.checked_mul(s));
-        match n {
+        match checked_numel(&self.shape) {
             None => return Err(self.overflow(operand)),
             Some(0) => return Ok(None),
             Some(_) => {}
@@ -136,10 +145,14 @@ impl Layout {
         let mut min = isize::try_from(self.offset).map_err(|_| self.overflow(operand))?;
         let mut max = min;
         for (&size, &stride) in self.shape.iter().zip(&self.strides) {
-            let reach = isize::try_from(size - 1)
-                .ok()
-                .and_then(|s| s.checked_mul(stride))
-                .ok_or_else(|| self.overflow(operand))?;
+            // A stride-0 axis reaches nothing new, however long it is.
+            let reach = match stride {
+                0 => 0,
+                _ => isize::try_from(size - 1)
+                    .ok()
+                    .and_then(|s| s.checked_mul(stride))
+                    .ok_or_else(|| self.overflow(operand))?,
+            };
             if reach < 0 {
                 min = min
                     .checked_add(reach)

@@ -10,7 +10,7 @@
 //!    and every operand's reachable offsets fit in 31 bits, else 64-bit.
 
 use crate::error::{Error, Operand, Result};
-use crate::layout::Layout;
+use crate::layout::{checked_numel, Layout};
 use gpu_kernels::{Geometry, Index, Variant, MAX_DIMS};
 
 /// Threads of one launch never exceed this (see the launcher's grid size), which keeps
@@ -42,11 +42,8 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
         .iter()
         .all(|l| l.shape() == out.shape() && l.is_contiguous())
     {
-        let numel = out
-            .shape()
-            .iter()
-            .try_fold(1u64, |a, &s| a.checked_mul(s as u64));
-        if let Some(numel) = numel {
+        if let Some(numel) = checked_numel(out.shape()) {
+            let numel = numel as u64;
             return Ok(Plan {
                 numel,
                 ndim: 0,
@@ -69,14 +66,22 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
         base[k] = l.offset();
         strides_in.push(l.strides().to_vec());
     }
-    let numel = out_shape
-        .iter()
-        .try_fold(1u64, |a, &s| a.checked_mul(s as u64))
-        .ok_or_else(|| Error::Overflow {
-            operand: names[0],
-            shape: out_shape.clone(),
-            strides: layouts[0].strides().to_vec(),
-        })?;
+    let numel = checked_numel(&out_shape).ok_or_else(|| Error::Overflow {
+        operand: names[0],
+        shape: out_shape.clone(),
+        strides: layouts[0].strides().to_vec(),
+    })? as u64;
+    // Nothing to visit: no launch, whatever the rank (and no `size - 1` of a 0 below).
+    if numel == 0 {
+        return Ok(Plan {
+            numel,
+            ndim: 0,
+            sizes: [1; MAX_DIMS],
+            strides: [[0; MAX_DIMS]; N],
+            base,
+            variant: Variant::Contig,
+        });
+    }
 
     // Step 2: axes of size > 1, innermost first by position, then stable-sorted by stride.
     let mut axes: Vec<usize> = (0..out_shape.len())

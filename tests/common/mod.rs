@@ -3,6 +3,8 @@
 //! (op, element types) cases.
 #![allow(dead_code)]
 
+pub mod random;
+
 use strided_apply::{Bool, Elem, Layout};
 
 /// xorshift64*: reproducible random data without a dependency.
