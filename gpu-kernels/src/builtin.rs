@@ -3,7 +3,9 @@
 
 #[allow(unused_imports)]
 use crate::elem::Bool;
+use crate::fused::*;
 use crate::ops::*;
+use crate::stencil::*;
 
 macro_rules! for_types {
     // apply3 `op(T, T) -> T`, or `-> Bool` with `cmp`.
@@ -43,6 +45,18 @@ macro_rules! for_types {
     (where_ $name:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply4 [$name $t]: Where => ($t, Bool, $t, $t); )* }
     };
+    (fused2 $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply2 [$name $t]: $op<$t> => ($t, $t); )* }
+    };
+    (fused3 $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply3 [$name $t]: $op<$t> => ($t, $t, $t); )* }
+    };
+    (fused4 $name:ident $op:ident: $($t:ident),*) => {
+        $crate::kernels! { $( apply4 [$name $t]: $op<$t> => ($t, $t, $t, $t); )* }
+    };
+    (stencil $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( stencil [$name $t]: $op => ($t); )* }
+    };
     (cast_from $from:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [cast $t $from]: Cast => ($t, $from); )* }
     };
@@ -60,6 +74,11 @@ macro_rules! signed {
 }
 macro_rules! float {
     ($kind:ident $name:ident $op:ident) => {
+        for_types!($kind $name $op: f32, f64);
+    };
+}
+macro_rules! float_ty {
+    ($kind:ident $name:ident $op:ty) => {
         for_types!($kind $name $op: f32, f64);
     };
 }
@@ -133,3 +152,24 @@ all!(cast_from i64);
 all!(cast_from u32);
 all!(cast_from u8);
 all!(cast_from Bool);
+
+// Fused expressions (`fused`), one kernel per whole expression.
+float!(fused3 axpy Axpy);
+float!(fused3 axpby Axpby);
+float!(fused3 bias_relu BiasRelu);
+float!(fused2 silu Silu);
+float!(fused3 divmul DivMul);
+float!(fused4 lerp Lerp);
+float!(fused2 recip_update RecipUpdate);
+
+// Stencils (`stencil`), clamp-to-edge.
+float_ty!(stencil shift_xp Shift<1, 0, 0>);
+float_ty!(stencil shift_xm Shift<-1, 0, 0>);
+float_ty!(stencil shift_yp Shift<0, 1, 0>);
+float_ty!(stencil shift_ym Shift<0, -1, 0>);
+float_ty!(stencil shift_zp Shift<0, 0, 1>);
+float_ty!(stencil shift_zm Shift<0, 0, -1>);
+float_ty!(stencil fdiff ForwardDiff);
+float_ty!(stencil bdiff BackwardDiff);
+float_ty!(stencil lap2 Laplacian2);
+float_ty!(stencil lap3 Laplacian3);

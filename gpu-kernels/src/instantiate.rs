@@ -70,18 +70,34 @@ impl KernelNames {
 }
 
 /// An op instantiated for `apply1` over `T`.
+#[diagnostic::on_unimplemented(
+    message = "no apply1 kernels are instantiated for `{Self}` over `{T}`",
+    note = "kernels exist only for the (op, element types) pairs a `kernels!` list instantiates (the library's list is `gpu_kernels::builtin`); check the number of operands and their element types"
+)]
 pub trait Kernels1<T>: Op1<T> {
     const NAMES: KernelNames;
 }
 /// An op instantiated for `apply2` over `(O, A)`.
+#[diagnostic::on_unimplemented(
+    message = "no apply2 kernels are instantiated for `{Self}` over (out `{O}`, input `{A}`)",
+    note = "kernels exist only for the (op, element types) pairs a `kernels!` list instantiates (the library's list is `gpu_kernels::builtin`); check the number of operands and their element types"
+)]
 pub trait Kernels2<O, A>: Op2<O, A> {
     const NAMES: KernelNames;
 }
 /// An op instantiated for `apply3` over `(O, A, B)`.
+#[diagnostic::on_unimplemented(
+    message = "no apply3 kernels are instantiated for `{Self}` over (out `{O}`, inputs `{A}`, `{B}`)",
+    note = "kernels exist only for the (op, element types) pairs a `kernels!` list instantiates (the library's list is `gpu_kernels::builtin`); check the number of operands and their element types"
+)]
 pub trait Kernels3<O, A, B>: Op3<O, A, B> {
     const NAMES: KernelNames;
 }
 /// An op instantiated for `apply4` over `(O, A, B, C)`.
+#[diagnostic::on_unimplemented(
+    message = "no apply4 kernels are instantiated for `{Self}` over (out `{O}`, inputs `{A}`, `{B}`, `{C}`)",
+    note = "kernels exist only for the (op, element types) pairs a `kernels!` list instantiates (the library's list is `gpu_kernels::builtin`); check the number of operands and their element types"
+)]
 pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
     const NAMES: KernelNames;
 }
@@ -97,8 +113,10 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// ```
 ///
 /// produces `add_f32_c`, `add_f32_d1`, … `add_f32_dn64` on the GPU target and
-/// `impl Kernels3<f32, f32, f32> for Add` everywhere. The op type must be `#[repr(C)]`
-/// (host and GPU are built by different compilers and must agree on its layout).
+/// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
+/// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
+/// (`lap2_f32_s`, `lap2_f32_s64`). The op type must be `#[repr(C)]` (host and GPU are
+/// built by different compilers and must agree on its layout).
 #[macro_export]
 macro_rules! kernels {
     ($($arity:ident [$($part:ident)+] : $op:ty => ($($t:ty),+);)*) => {
@@ -118,6 +136,35 @@ macro_rules! kernels {
     (@arity apply4 $parts:tt $op:ty; $o:ty, $a:ty, $b:ty, $c:ty) => {
         $crate::kernels!(@variants apply4 Kernels4 $parts $op; 4; [$o, $a, $b, $c];
                          (out: *mut $o, a: *const $a, b: *const $b, c: *const $c));
+    };
+    (@arity stencil [$($part:ident)+] $op:ty; $t:ty) => {
+        $crate::kernels!(@stencil_entry [$($part)+] "s" u32, $op; $t);
+        $crate::kernels!(@stencil_entry [$($part)+] "s64" u64, $op; $t);
+        impl $crate::stencil::StencilKernels<$t> for $op {
+            const NAMES: $crate::stencil::StencilNames = $crate::stencil::StencilNames {
+                module: env!("CARGO_PKG_NAME"),
+                s32: concat!($(stringify!($part), "_",)+ "s"),
+                s64: concat!($(stringify!($part), "_",)+ "s64"),
+            };
+        }
+    };
+    (@stencil_entry [$($part:ident)+] $v:literal $I:ty, $op:ty; $t:ty) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ $v)]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                n: $I,
+                g: $crate::stencil::StencilGeometry<$I>,
+                out: *mut $t,
+                inp: *const $t,
+            ) {
+                let (first, step) = $crate::device::thread_range::<$I>();
+                // SAFETY: the host proved the StencilGeometry invariants for this launch.
+                unsafe { $crate::stencil::stencil(op.op, n, &g, out, inp, first, step) }
+            }
+        };
     };
     (@variants $body:ident $trait:ident [$($part:ident)+] $op:ty; $n:literal; [$($t:ty),+];
      $params:tt) => {

@@ -9,8 +9,10 @@
 //! - [`ops`]: the op traits ([`ops::Op1`] … [`ops::Op4`]) and the op library.
 //! - [`apply`]: the kernel bodies, generic over op, element types, index type and
 //!   compile-time dimension count.
-//! - [`kernels!`]: the one macro that names and instantiates entry points; [`builtin`]
-//!   is the library's own list.
+//! - [`kernels!`]: the one macro that names and instantiates entry points; `builtin`
+//!   (feature `builtin`, on by default) is the library's own list.
+//! - [`fused`]: [`fused!`] turns a whole elementwise expression into one op type.
+//! - [`stencil`]: neighbour reads at compile-time offsets with clamp-to-edge borders.
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -21,12 +23,15 @@
 extern crate std;
 
 pub mod apply;
+#[cfg(feature = "builtin")]
 pub mod builtin;
 pub mod elem;
+pub mod fused;
 pub mod geometry;
 mod instantiate;
 pub mod math;
 pub mod ops;
+pub mod stencil;
 #[cfg(target_arch = "nvptx64")]
 pub mod tiled;
 

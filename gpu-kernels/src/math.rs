@@ -8,9 +8,12 @@
 //! - `exp`, `log`, `sin`, `cos`, `tanh`, `pow`, `sigmoid`: each side within a few ulp of
 //!   an f64 reference (bounds in `ops::Tolerance`); GPU and CPU may differ in the last bits.
 
+use crate::ops::CastFrom;
+
 /// Arithmetic shared by every numeric element type. Integer arithmetic wraps; integer
-/// division by zero gives 0 (the GPU cannot raise, and both sides must agree).
-pub trait Num: crate::Elem + PartialOrd {
+/// division by zero gives 0 (the GPU cannot raise, and both sides must agree). Literals
+/// in [`fused!`](crate::fused) expressions convert from `f64` and `i32` as Rust's `as` does.
+pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
     const ZERO: Self;
     const ONE: Self;
     fn add(self, o: Self) -> Self;

@@ -10,10 +10,18 @@ use crate::elem::Bool;
 use crate::math::{Float, Num, Signed};
 
 /// In-place op on one operand: `apply1`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an in-place op over `{T}` (Op1, for apply1)",
+    note = "an op with one input is an Op2 (apply2), two inputs an Op3 (apply3), three inputs an Op4 (apply4); an op on its output alone is an Op1 (apply1)"
+)]
 pub trait Op1<T>: Copy + Send + Sync {
     fn apply(&self, x: &mut T);
 }
 /// `out = f(a)`: `apply2`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an op with one input over (out `{O}`, input `{A}`) (Op2, for apply2)",
+    note = "an op with one input is an Op2 (apply2), two inputs an Op3 (apply3), three inputs an Op4 (apply4); an op on its output alone is an Op1 (apply1)"
+)]
 pub trait Op2<O, A>: Copy + Send + Sync {
     /// Whether the op reads its output element before writing it (`out += a`). Map ops
     /// only write, so vectorised kernels skip loading the output.
@@ -21,6 +29,10 @@ pub trait Op2<O, A>: Copy + Send + Sync {
     fn apply(&self, out: &mut O, a: A);
 }
 /// `out = f(a, b)`: `apply3`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an op with two inputs over (out `{O}`, inputs `{A}`, `{B}`) (Op3, for apply3)",
+    note = "an op with one input is an Op2 (apply2), two inputs an Op3 (apply3), three inputs an Op4 (apply4); an op on its output alone is an Op1 (apply1)"
+)]
 pub trait Op3<O, A, B>: Copy + Send + Sync {
     /// Whether the op reads its output element before writing it (`out += a`). Map ops
     /// only write, so vectorised kernels skip loading the output.
@@ -28,6 +40,10 @@ pub trait Op3<O, A, B>: Copy + Send + Sync {
     fn apply(&self, out: &mut O, a: A, b: B);
 }
 /// `out = f(a, b, c)`: `apply4`.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` is not an op with three inputs over (out `{O}`, inputs `{A}`, `{B}`, `{C}`) (Op4, for apply4)",
+    note = "an op with one input is an Op2 (apply2), two inputs an Op3 (apply3), three inputs an Op4 (apply4); an op on its output alone is an Op1 (apply1)"
+)]
 pub trait Op4<O, A, B, C>: Copy + Send + Sync {
     /// Whether the op reads its output element before writing it (`out += a`). Map ops
     /// only write, so vectorised kernels skip loading the output.

@@ -24,7 +24,8 @@ pub(crate) struct Region<'a> {
 }
 
 impl Region<'_> {
-    fn byte_span(&self) -> Result<Option<(u64, u64)>> {
+    /// Bytes `[lo, hi)` the operand reaches, `None` when it has no elements.
+    pub(crate) fn byte_span(&self) -> Result<Option<(u64, u64)>> {
         Ok(self.layout.span(self.operand)?.map(|s| {
             let es = self.elem_size as i128;
             let lo = self.buffer as i128 + s.min as i128 * es;

@@ -105,6 +105,8 @@ pub enum Error {
         shape: Vec<usize>,
         expected: usize,
     },
+    #[error("{operand} shares memory with the output of a stencil, which reads neighbours other threads write; write the result into a separate tensor")]
+    StencilOverlap { operand: Operand },
     #[error("{operand}: belongs to another Gpu handle (its buffer is ordered on another stream)")]
     WrongDevice { operand: Operand },
 }

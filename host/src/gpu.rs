@@ -60,7 +60,8 @@ pub struct Gpu {
     sm_count: u32,
     images: RwLock<HashMap<&'static str, ModuleImage>>,
     modules: RwLock<HashMap<&'static str, Arc<CudaModule>>>,
-    functions: RwLock<HashMap<&'static str, CudaFunction>>,
+    /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
+    functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -212,26 +213,30 @@ impl Gpu {
         Ok(())
     }
 
-    pub(crate) fn function(&self, names: &KernelNames, variant: Variant) -> Result<CudaFunction> {
-        let kernel = names.get(variant);
+    /// Kernel `kernel` of module `module`, loaded once and cached.
+    pub(crate) fn function_named(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+    ) -> Result<CudaFunction> {
         if let Some(f) = self
             .functions
             .read()
             .ok()
-            .and_then(|f| f.get(kernel).cloned())
+            .and_then(|f| f.get(&(module, kernel)).cloned())
         {
             return Ok(f);
         }
-        let module = self.module(names.module)?;
-        let f = module
+        let m = self.module(module)?;
+        let f = m
             .load_function(kernel)
             .map_err(|source| Error::KernelMissing {
-                module: names.module,
+                module,
                 kernel,
                 source,
             })?;
         if let Ok(mut fs) = self.functions.write() {
-            fs.insert(kernel, f.clone());
+            fs.insert((module, kernel), f.clone());
         }
         Ok(f)
     }
@@ -284,8 +289,23 @@ impl Gpu {
         stream: sys::CUstream,
         args: &mut [*mut c_void],
     ) -> Result<()> {
-        let f = self.function(names, variant)?;
-        let kernel = names.get(variant);
+        // SAFETY: forwarded contract.
+        unsafe { self.launch_named(names.module, names.get(variant), shape, stream, args) }
+    }
+
+    /// [`launch`](Self::launch) of kernel `kernel` of module `module`.
+    ///
+    /// # Safety
+    /// As [`launch`](Self::launch), for that kernel's parameter list and body.
+    pub(crate) unsafe fn launch_named(
+        &self,
+        module: &'static str,
+        kernel: &'static str,
+        shape: LaunchShape,
+        stream: sys::CUstream,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        let f = self.function_named(module, kernel)?;
         self.ctx
             .bind_to_thread()
             .map_err(driver("binding the context"))?;

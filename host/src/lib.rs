@@ -10,6 +10,7 @@
 //! | [`api`] | typed `apply1`…`apply4` |
 //! | [`raw`] | device pointer + shape + strides, for frameworks |
 //! | [`cpu`] | the CPU twin |
+//! | [`stencil`] | stencils: plan, launch and CPU twin |
 //! | [`verify`] | GPU-against-CPU comparison |
 
 #![allow(clippy::needless_range_loop)] // loops over operands index several arrays at once
@@ -21,6 +22,7 @@ pub mod gpu;
 pub mod layout;
 pub mod plan;
 pub mod raw;
+pub mod stencil;
 pub mod tensor;
 pub mod verify;
 

@@ -1,0 +1,295 @@
+//! Stencils: planning, checks and launch on the GPU, and the CPU twin, in one place.
+//!
+//! A stencil reads each output element's input neighbours at compile-time offsets with
+//! clamp-to-edge borders ([`gpu_kernels::stencil`]). `axes` names the tensor axes that
+//! are the stencil's `x`, `y` and `z` (one to three of them); every other axis is a batch
+//! axis. A forward difference along axis 0 of a matrix is
+//! `stencil::apply(&gpu, ForwardDiff, &mut d, &m, &[0])`, a 2-D Laplacian of an image
+//! with rows along axis 0 is `stencil::apply(&gpu, Laplacian2, &mut l, &img, &[1, 0])`.
+//!
+//! ```
+//! use strided_apply::{stencil, Layout};
+//! use strided_apply::gpu_kernels::stencil::ForwardDiff;
+//! // Forward difference along the columns of a transposed view, on the CPU twin.
+//! let m: Vec<f32> = vec![0.0, 1.0, 4.0, 9.0, 16.0, 25.0]; // [[0, 1, 4], [9, 16, 25]]
+//! let mt = Layout::new(&[3, 2], &[1, 3], 0)?; // its transpose: [[0, 9], [1, 16], [4, 25]]
+//! let mut d = vec![0.0f32; 6];
+//! stencil::apply_cpu(ForwardDiff, (&mut d, &Layout::contiguous(&[3, 2])?), (&m, &mt), &[0])?;
+//! assert_eq!(d, [1.0, 7.0, 3.0, 9.0, 0.0, 0.0]);
+//! # Ok::<(), strided_apply::Error>(())
+//! ```
+//!
+//! The output must not share memory with the input, even exactly in place: a stencil
+//! reads neighbours that other threads write (`a = shift(a) - a` would read values already
+//! overwritten). Such calls fail with [`Error::StencilOverlap`]; write into a new tensor.
+
+use crate::api::Region;
+use crate::error::{Error, Result};
+use crate::gpu::Gpu;
+use crate::layout::Layout;
+use crate::plan::MAX_GRID_THREADS;
+use crate::tensor::DeviceTensor;
+use gpu_kernels::apply::OpArg;
+use gpu_kernels::stencil::{self as body, Stencil, StencilGeometry, StencilKernels, STENCIL_DIMS};
+use gpu_kernels::{Elem, Index};
+use rayon::prelude::*;
+use std::ffi::c_void;
+
+/// Frame axes a stencil can shift along (x, y, z).
+pub const FRAME_AXES: usize = 3;
+/// Batch axes left after merging the non-frame axes that merge.
+pub const BATCH_AXES: usize = STENCIL_DIMS - FRAME_AXES;
+
+/// A checked stencil launch: sizes and strides (relative to each operand's base element)
+/// of the frame axes then the batch axes, as [`StencilGeometry`] takes them.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StencilPlan {
+    pub numel: u64,
+    pub sizes: [u64; STENCIL_DIMS],
+    /// `strides[0]`: output, `strides[1]`: input.
+    pub strides: [[i64; STENCIL_DIMS]; 2],
+    /// Base element of each operand (the layouts' offsets).
+    pub base: [usize; 2],
+    /// Whether 32-bit index arithmetic covers the launch.
+    pub index32: bool,
+}
+
+impl StencilPlan {
+    pub fn geometry<I: Index>(&self) -> StencilGeometry<I> {
+        StencilGeometry {
+            sizes: self.sizes.map(I::from_u64),
+            strides: self.strides.map(|s| s.map(|v| I::from_isize(v as isize))),
+        }
+    }
+}
+
+fn bad_axes(reason: String) -> Error {
+    Error::InvalidView {
+        operand: "axes",
+        reason,
+    }
+}
+
+/// Plans a stencil over `out` (whose shape it keeps) and `input` (broadcast to it): checks
+/// the axes, merges batch axes that merge, and proves every offset in bounds (the layouts
+/// are checked against their buffers by the callers).
+pub fn plan_stencil(out: &Layout, input: &Layout, axes: &[usize]) -> Result<StencilPlan> {
+    let rank = out.ndim();
+    if axes.is_empty() || axes.len() > FRAME_AXES {
+        return Err(bad_axes(format!(
+            "a stencil needs 1 to {FRAME_AXES} frame axes (x, y, z), {} given",
+            axes.len()
+        )));
+    }
+    for (i, &a) in axes.iter().enumerate() {
+        if a >= rank {
+            return Err(bad_axes(format!(
+                "axis {a} is out of range for a {rank}-dimensional output"
+            )));
+        }
+        if axes[..i].contains(&a) {
+            return Err(bad_axes(format!("axis {a} is named twice")));
+        }
+    }
+    let input = input.broadcast_as(out.shape(), "input")?;
+    let numel = out.numel() as u64;
+    let mut sizes = [1u64; STENCIL_DIMS];
+    let mut strides = [[0i64; STENCIL_DIMS]; 2];
+    let layouts = [out, &input];
+    for (d, &a) in axes.iter().enumerate() {
+        sizes[d] = out.shape()[a] as u64;
+        for k in 0..2 {
+            strides[k][d] = layouts[k].strides()[a] as i64;
+        }
+    }
+    // Batch axes, innermost first, size-1 axes dropped, adjacent axes merged when both
+    // operands step over them as over one axis.
+    let mut batch: Vec<(u64, [i64; 2])> = Vec::new();
+    for a in (0..rank).rev().filter(|a| !axes.contains(a)) {
+        let n = out.shape()[a] as u64;
+        let s = [out.strides()[a] as i64, input.strides()[a] as i64];
+        if n == 1 {
+            continue;
+        }
+        match batch.last_mut() {
+            Some((m, t)) if (0..2).all(|k| s[k] as i128 == t[k] as i128 * *m as i128) => *m *= n,
+            _ => batch.push((n, s)),
+        }
+    }
+    if batch.len() > BATCH_AXES {
+        return Err(Error::RankTooHigh {
+            operand: "out",
+            ndim: FRAME_AXES + batch.len(),
+            max: STENCIL_DIMS,
+        });
+    }
+    for (j, (n, s)) in batch.iter().enumerate() {
+        sizes[FRAME_AXES + j] = *n;
+        strides[0][FRAME_AXES + j] = s[0];
+        strides[1][FRAME_AXES + j] = s[1];
+    }
+    // 32-bit index: the linear index plus a grid's worth of threads, and every offset from
+    // a base element, fit in 31 bits.
+    let mut index32 = numel + MAX_GRID_THREADS <= i32::MAX as u64;
+    for (k, l) in layouts.iter().enumerate() {
+        if let Some(span) = l.span(if k == 0 { "out" } else { "input" })? {
+            let off = l.offset() as i128;
+            let (lo, hi) = (span.min as i128 - off, span.max as i128 - off);
+            index32 &= lo >= i32::MIN as i128 && hi <= i32::MAX as i128;
+        }
+    }
+    Ok(StencilPlan {
+        numel,
+        sizes,
+        strides,
+        base: [out.offset(), input.offset()],
+        index32,
+    })
+}
+
+/// Refuses any memory shared by the output and the input, and an output that maps two
+/// indices to one element.
+fn check_stencil_aliasing(out: &Region, input: &Region) -> Result<()> {
+    crate::api::check_aliasing(out, &[])?;
+    let (Some(o), Some(i)) = (out.byte_span()?, input.byte_span()?) else {
+        return Ok(());
+    };
+    if o.1 <= i.0 || i.1 <= o.0 {
+        Ok(())
+    } else {
+        Err(Error::StencilOverlap {
+            operand: input.operand,
+        })
+    }
+}
+
+/// `out = op(neighbours of input)` on the GPU; `axes` are the tensor axes of the stencil's
+/// x, y, z. `input` is broadcast to `out`'s shape.
+pub fn apply<S: StencilKernels<T>, T: Elem>(
+    gpu: &Gpu,
+    op: S,
+    out: &mut DeviceTensor<T>,
+    input: &DeviceTensor<T>,
+    axes: &[usize],
+) -> Result<()> {
+    let plan = plan_stencil(out.layout(), input.layout(), axes)?;
+    check_stencil_aliasing(&out.region(gpu, "out")?, &input.region(gpu, "input")?)?;
+    if plan.numel == 0 {
+        return Ok(());
+    }
+    let ptrs = [out.base_addr(), input.base_addr()];
+    let op = OpArg::new(op);
+    let names = S::NAMES;
+    fn args<Op, I>(
+        op: &OpArg<Op>,
+        n: &I,
+        g: &StencilGeometry<I>,
+        p: &[u64; 2],
+    ) -> [*mut c_void; 5] {
+        [
+            op as *const OpArg<Op> as *mut c_void,
+            n as *const I as *mut c_void,
+            g as *const StencilGeometry<I> as *mut c_void,
+            &p[0] as *const u64 as *mut c_void,
+            &p[1] as *const u64 as *mut c_void,
+        ]
+    }
+    let shape = gpu.shape_1d(plan.numel);
+    let stream = gpu.stream().cu_stream();
+    // SAFETY: the parameter lists are (OpArg<S>, I, StencilGeometry<I>, *mut T, *const T)
+    // as `kernels!` declares for stencils; both layouts were checked against their buffers
+    // when the views were made, `plan_stencil` broadcast the input and chose the index
+    // width, and `check_stencil_aliasing` proved the output distinct and apart from the input.
+    unsafe {
+        if plan.index32 {
+            let (n, g) = (plan.numel as u32, plan.geometry::<u32>());
+            gpu.launch_named(
+                names.module,
+                names.s32,
+                shape,
+                stream,
+                &mut args(&op, &n, &g, &ptrs),
+            )
+        } else {
+            let (n, g) = (plan.numel, plan.geometry::<u64>());
+            gpu.launch_named(
+                names.module,
+                names.s64,
+                shape,
+                stream,
+                &mut args(&op, &n, &g, &ptrs),
+            )
+        }
+    }
+}
+
+/// A pointer that may cross rayon tasks.
+#[derive(Clone, Copy)]
+struct Shared<T>(*mut T);
+// SAFETY: only used by `apply_cpu`, whose tasks write disjoint output elements (the output
+// maps distinct indices to distinct elements) and only read the input, which shares no
+// memory with the output.
+unsafe impl<T> Send for Shared<T> {}
+unsafe impl<T> Sync for Shared<T> {}
+
+/// Elements per rayon task of the CPU twin.
+const CHUNK: u64 = 1 << 14;
+
+/// The CPU twin of [`apply`]: the same plan and the same stencil body, over host slices.
+pub fn apply_cpu<S: Stencil<T>, T: Elem>(
+    op: S,
+    out: (&mut [T], &Layout),
+    input: (&[T], &Layout),
+    axes: &[usize],
+) -> Result<()> {
+    out.1.check_in(out.0.len(), "out")?;
+    input.1.check_in(input.0.len(), "input")?;
+    let plan = plan_stencil(out.1, input.1, axes)?;
+    let region = |operand, addr: *const T, layout| Region {
+        operand,
+        buffer: addr as u64,
+        elem_size: size_of::<T>(),
+        layout,
+    };
+    check_stencil_aliasing(
+        &region("out", out.0.as_ptr(), out.1),
+        &region("input", input.0.as_ptr(), input.1),
+    )?;
+    let g = plan.geometry::<u64>();
+    let po = Shared(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
+    let pi = Shared(input.0.as_ptr().wrapping_add(plan.base[1]).cast_mut());
+    let chunks = plan.numel.div_ceil(CHUNK);
+    (0..chunks).into_par_iter().for_each(|c| {
+        let (lo, hi) = (c * CHUNK, ((c + 1) * CHUNK).min(plan.numel));
+        let (po, pi) = (po, pi);
+        // SAFETY: `check_in` proved every offset of both layouts inside their slices and
+        // the plan keeps those offsets; chunks cover disjoint index ranges, whose output
+        // elements are distinct; the input shares no memory with the output.
+        unsafe { body::stencil(op, hi, &g, po.0, pi.0.cast_const(), lo, 1) };
+    });
+    Ok(())
+}
+
+/// Runs a stencil on the GPU and on the CPU twin from the same buffer contents and returns
+/// the first element (of the whole output buffer) where they disagree.
+pub fn verify<S: StencilKernels<T>, T: crate::verify::Distance>(
+    gpu: &Gpu,
+    op: S,
+    out: (&[T], &Layout),
+    input: (&[T], &Layout),
+    axes: &[usize],
+) -> Result<Option<crate::verify::Mismatch<T>>> {
+    let mut on_cpu = out.0.to_vec();
+    apply_cpu(op, (&mut on_cpu, out.1), input, axes)?;
+    let mut d_out =
+        DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
+    let d_in =
+        DeviceTensor::from_slice(gpu, input.0, &[input.0.len()])?.with_layout(input.1.clone())?;
+    apply(gpu, op, &mut d_out, &d_in, axes)?;
+    let on_gpu = d_out.buffer_to_vec(gpu)?;
+    Ok(crate::verify::first_mismatch(
+        &on_gpu,
+        &on_cpu,
+        gpu_kernels::ops::Tolerance::Exact,
+    ))
+}

@@ -1,0 +1,306 @@
+//! Stencil conformance on the CPU: the CPU twin (the kernels' own stencil body over the
+//! host plan) against a naive coordinate-by-coordinate reference, on contiguous,
+//! transposed, sliced, reversed and broadcast inputs and transposed outputs, every border
+//! included; plus the typed errors. (In-place refusal needs two views of one buffer,
+//! which safe host slices cannot express: `tests/gpu.rs` checks it with device tensors.) Inputs are small integers stored as floats, so any
+//! summation order gives the exact result and comparisons are exact.
+
+use strided_apply::gpu_kernels::stencil::{
+    BackwardDiff, ForwardDiff, Laplacian2, Laplacian3, Shift, Stencil,
+};
+use strided_apply::{stencil, Error, Layout};
+
+/// Input layouts over a buffer, all viewing a tensor of shape `shape`.
+pub fn input_layouts(shape: &[usize]) -> Vec<(&'static str, Layout, usize)> {
+    let n: usize = shape.iter().product();
+    let rank = shape.len();
+    let mut v = Vec::new();
+    v.push(("contiguous", Layout::contiguous(shape).unwrap(), n));
+    // Transposed: a dense buffer of the reversed shape, viewed reversed back.
+    let rev: Vec<usize> = shape.iter().rev().copied().collect();
+    let perm: Vec<usize> = (0..rank).rev().collect();
+    v.push((
+        "transposed",
+        Layout::contiguous(&rev).unwrap().permute(&perm).unwrap(),
+        n,
+    ));
+    // Sliced: every other element of a last axis twice as long, starting at 1.
+    let mut wide = shape.to_vec();
+    wide[rank - 1] = 2 * shape[rank - 1] + 1;
+    let sliced = Layout::contiguous(&wide)
+        .unwrap()
+        .slice(rank - 1, Some(1), None, 2)
+        .unwrap();
+    assert_eq!(sliced.shape(), shape);
+    v.push(("sliced step 2", sliced, wide.iter().product()));
+    // Reversed along every axis.
+    let mut r = Layout::contiguous(shape).unwrap();
+    for a in 0..rank {
+        r = r.flip(a).unwrap();
+    }
+    v.push(("reversed", r, n));
+    // Broadcast: the input has size 1 on axis 0 (the output's shape is kept).
+    let mut b = shape.to_vec();
+    b[0] = 1;
+    v.push((
+        "broadcast axis 0",
+        Layout::contiguous(&b).unwrap(),
+        n / shape[0],
+    ));
+    v
+}
+
+/// Output layouts: dense and transposed.
+fn output_layouts(shape: &[usize]) -> Vec<(&'static str, Layout)> {
+    let rank = shape.len();
+    let rev: Vec<usize> = shape.iter().rev().copied().collect();
+    let perm: Vec<usize> = (0..rank).rev().collect();
+    vec![
+        ("dense out", Layout::contiguous(shape).unwrap()),
+        (
+            "transposed out",
+            Layout::contiguous(&rev).unwrap().permute(&perm).unwrap(),
+        ),
+    ]
+}
+
+/// Element offset of multi-index `idx` in `l` (broadcast axes of size 1 read index 0).
+fn offset(l: &Layout, idx: &[usize]) -> usize {
+    let mut o = l.offset() as isize;
+    for d in 0..idx.len() {
+        let i = if l.shape()[d] == 1 { 0 } else { idx[d] };
+        o += i as isize * l.strides()[d];
+    }
+    o as usize
+}
+
+/// All multi-indices of `shape` in row-major order.
+fn indices(shape: &[usize]) -> Vec<Vec<usize>> {
+    let mut all = vec![vec![]];
+    for &n in shape {
+        all = all
+            .into_iter()
+            .flat_map(|p| {
+                (0..n).map(move |i| {
+                    let mut q = p.clone();
+                    q.push(i);
+                    q
+                })
+            })
+            .collect();
+    }
+    all
+}
+
+/// The naive reference: `f(at)` where `at(dx, dy, dz)` reads the input at the clamped
+/// neighbour along the frame axes `axes` (x, y, z).
+fn naive(
+    shape: &[usize],
+    out: &Layout,
+    out_len: usize,
+    input: (&[f64], &Layout),
+    axes: &[usize],
+    f: &dyn Fn(&dyn Fn(i64, i64, i64) -> f64) -> f64,
+) -> Vec<f64> {
+    let mut res = vec![f64::NAN; out_len];
+    for idx in indices(shape) {
+        let at = |dx: i64, dy: i64, dz: i64| {
+            let mut j = idx.clone();
+            for (k, &a) in axes.iter().enumerate() {
+                let d = [dx, dy, dz][k];
+                j[a] = (idx[a] as i64 + d).clamp(0, shape[a] as i64 - 1) as usize;
+            }
+            input.0[offset(input.1, &j)]
+        };
+        res[offset(out, &idx)] = f(&at);
+    }
+    res
+}
+
+fn check<S: Stencil<f64> + Copy>(
+    name: &str,
+    op: S,
+    axes: &[usize],
+    shape: &[usize],
+    f: &dyn Fn(&dyn Fn(i64, i64, i64) -> f64) -> f64,
+) -> usize {
+    let mut cases = 0;
+    let mut seed = 0x5eed_u64;
+    for (in_name, li, in_len) in input_layouts(shape) {
+        let input: Vec<f64> = (0..in_len)
+            .map(|_| {
+                seed = seed
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                ((seed >> 33) % 41) as f64 - 20.0
+            })
+            .collect();
+        for (out_name, lo) in output_layouts(shape) {
+            let n: usize = shape.iter().product();
+            let mut got = vec![f64::NAN; n];
+            stencil::apply_cpu(op, (&mut got, &lo), (&input, &li), axes)
+                .unwrap_or_else(|e| panic!("{name} {shape:?} axes {axes:?} {in_name}: {e}"));
+            let expect = naive(shape, &lo, n, (&input, &li), axes, f);
+            assert_eq!(
+                got, expect,
+                "{name} {shape:?} axes {axes:?}, {in_name} input, {out_name}"
+            );
+            cases += 1;
+        }
+    }
+    cases
+}
+
+#[test]
+fn stencils_match_the_naive_reference_on_every_layout() {
+    let fwd = |at: &dyn Fn(i64, i64, i64) -> f64| at(1, 0, 0) - at(0, 0, 0);
+    let bwd = |at: &dyn Fn(i64, i64, i64) -> f64| at(0, 0, 0) - at(-1, 0, 0);
+    let lap2 = |at: &dyn Fn(i64, i64, i64) -> f64| {
+        at(1, 0, 0) + at(-1, 0, 0) + at(0, 1, 0) + at(0, -1, 0) - 4.0 * at(0, 0, 0)
+    };
+    let lap3 = |at: &dyn Fn(i64, i64, i64) -> f64| {
+        at(1, 0, 0) + at(-1, 0, 0) + at(0, 1, 0) + at(0, -1, 0) + at(0, 0, 1) + at(0, 0, -1)
+            - 6.0 * at(0, 0, 0)
+    };
+    let mut cases = 0;
+    for shape in [&[9usize][..], &[5, 7], &[4, 6, 3], &[3, 4, 5, 2]] {
+        let rank = shape.len();
+        for axis in 0..rank {
+            cases += check("ForwardDiff", ForwardDiff, &[axis], shape, &fwd);
+            cases += check("BackwardDiff", BackwardDiff, &[axis], shape, &bwd);
+        }
+        cases += check(
+            "Shift<-1,0,0>",
+            Shift::<-1, 0, 0>,
+            &[rank - 1],
+            shape,
+            &|at| at(-1, 0, 0),
+        );
+        if rank >= 2 {
+            cases += check(
+                "Laplacian2",
+                Laplacian2,
+                &[rank - 1, rank - 2],
+                shape,
+                &lap2,
+            );
+            cases += check(
+                "Laplacian2 (axes 0, last)",
+                Laplacian2,
+                &[0, rank - 1],
+                shape,
+                &lap2,
+            );
+            cases += check(
+                "Shift<0,1,0>",
+                Shift::<0, 1, 0>,
+                &[rank - 1, 0],
+                shape,
+                &|at| at(0, 1, 0),
+            );
+        }
+        if rank >= 3 {
+            cases += check(
+                "Laplacian3",
+                Laplacian3,
+                &[rank - 1, rank - 2, rank - 3],
+                shape,
+                &lap3,
+            );
+            cases += check(
+                "Laplacian3 (permuted axes)",
+                Laplacian3,
+                &[0, 2, 1],
+                shape,
+                &lap3,
+            );
+            cases += check(
+                "Shift<0,0,-1>",
+                Shift::<0, 0, -1>,
+                &[2, 1, 0],
+                shape,
+                &|at| at(0, 0, -1),
+            );
+        }
+    }
+    println!("{cases} stencil cases (op, shape, axes, input layout, output layout)");
+    assert!(cases > 300, "only {cases} cases ran");
+}
+
+#[test]
+fn bad_stencil_calls_are_typed_errors() {
+    let l = Layout::contiguous(&[4, 5]).unwrap();
+    let a = vec![0.0f64; 20];
+    let mut o = vec![0.0f64; 20];
+    let err = |axes: &[usize], o: &mut Vec<f64>| {
+        stencil::apply_cpu(ForwardDiff, (o, &l), (&a, &l), axes).unwrap_err()
+    };
+    for (axes, what) in [
+        (&[][..], "1 to 3 frame axes"),
+        (&[2][..], "out of range"),
+        (&[1, 1][..], "named twice"),
+        (&[0, 1, 0, 1][..], "1 to 3 frame axes"),
+    ] {
+        let e = err(axes, &mut o);
+        assert!(
+            matches!(
+                e,
+                Error::InvalidView {
+                    operand: "axes",
+                    ..
+                }
+            ) && e.to_string().contains(what),
+            "axes {axes:?}: {e}"
+        );
+    }
+    // Input that does not broadcast to the output.
+    let l3 = Layout::contiguous(&[3]).unwrap();
+    let e = stencil::apply_cpu(ForwardDiff, (&mut o, &l), (&a[..3], &l3), &[1]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Broadcast {
+                operand: "input",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Input view outside its buffer.
+    let e = stencil::apply_cpu(ForwardDiff, (&mut o, &l), (&a[..19], &l), &[1]).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::OutOfBounds {
+                operand: "input",
+                ..
+            }
+        ),
+        "{e}"
+    );
+    // Output mapping two indices to one element.
+    let bad = Layout::new(&[4, 5], &[0, 1], 0).unwrap();
+    let e = stencil::apply_cpu(ForwardDiff, (&mut o, &bad), (&a, &l), &[1]).unwrap_err();
+    assert!(matches!(e, Error::OverlappingOutput { .. }), "{e}");
+    // Too many batch axes that do not merge: 7 dimensions, every other one skipped.
+    let shape = [2usize; 7];
+    let wide = Layout::contiguous(&[4usize; 7]).unwrap();
+    let mut strided = wide.clone();
+    for a in 0..7 {
+        strided = strided.slice(a, None, None, 2).unwrap();
+    }
+    assert_eq!(strided.shape(), shape);
+    let big = vec![0.0f64; 4usize.pow(7)];
+    let mut out = vec![0.0f64; 128];
+    let e = stencil::apply_cpu(
+        ForwardDiff,
+        (&mut out, &Layout::contiguous(&shape).unwrap()),
+        (&big, &strided),
+        &[6],
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::RankTooHigh { .. }), "{e}");
+    // Empty tensors are valid and do nothing.
+    let e0 = Layout::contiguous(&[0, 5]).unwrap();
+    stencil::apply_cpu::<_, f64>(ForwardDiff, (&mut [], &e0), (&[], &e0), &[1]).unwrap();
+}
