@@ -15,12 +15,17 @@
 //! nightly with `rust-src`, `llvm-tools` and `llvm-bitcode-linker`, Debian's `rustc-web`
 //! packages with the linker built by `scripts/setup-toolchain`.
 //!
+//! A downstream crate with its own kernel crate (see `examples/custom-op`):
+//!
 //! ```no_run
-//! // build.rs of a crate whose kernels live in ./my-kernels
-//! let ptx = strided_apply_builder::PtxBuild::new("my-kernels").run().unwrap();
-//! for (sm, path) in &ptx.files {
-//!     println!("cargo:rustc-env=MY_PTX_SM{sm}={}", path.display());
-//! }
+//! // build.rs of a host crate whose kernels live in ../my-kernels
+//! let out = std::path::PathBuf::from(std::env::var("OUT_DIR").unwrap());
+//! let ptx = strided_apply_builder::PtxBuild::new("../my-kernels")
+//!     .run()
+//!     .unwrap_or_else(|e| panic!("{e}"));
+//! // Defines `pub const MODULE: strided_apply::ModuleImage`; the host crate does
+//! // `include!(concat!(env!("OUT_DIR"), "/module.rs"));` and `gpu.register(MODULE)`.
+//! ptx.write_module_rs(&out, "my-kernels", "strided_apply").unwrap();
 //! ```
 
 use sha2::{Digest, Sha256};
@@ -62,10 +67,12 @@ impl fmt::Display for BuildError {
         match self {
             BuildError::NoToolchain { crate_dir, reason } => write!(
                 f,
-                "the PTX snapshot of {} does not match its kernel sources, and no NVPTX \
-                 toolchain was found to rebuild it ({reason}). Run scripts/setup-toolchain \
+                "the kernel crate {} has no PTX snapshot matching its sources, and no NVPTX \
+                 toolchain was found to compile it ({reason}). Run scripts/setup-toolchain \
                  (installs rustc-web, rust-web-src, llvm-22, llvm-bitcode-linker and ptxas), \
-                 then scripts/ptx to refresh the snapshot.",
+                 or set STRIDED_APPLY_NVPTX_RUSTC, STRIDED_APPLY_NVPTX_CARGO, \
+                 STRIDED_APPLY_BITCODE_LINKER and STRIDED_APPLY_LLVM_BIN; for a committed \
+                 snapshot, refresh it with scripts/ptx.",
                 crate_dir.display()
             ),
             BuildError::Compile { sm, stderr } => {
@@ -533,6 +540,39 @@ fn split_header(ptx: &str) -> (&str, &str) {
 }
 
 impl PtxOutput {
+    /// Writes `<out_dir>/module.rs`, defining `pub const MODULE: <host>::ModuleImage` for
+    /// kernel crate `module` (its package name) with this PTX embedded by `include_str!`.
+    /// `host` is the path of the host library (`strided_apply`). Returns the file's path.
+    pub fn write_module_rs(
+        &self,
+        out_dir: &Path,
+        module: &str,
+        host: &str,
+    ) -> Result<PathBuf, BuildError> {
+        let e = self.embed(&out_dir.join("ptx-embed"))?;
+        let lit = |p: &Path| format!("{:?}", p.display().to_string());
+        let mut text = format!(
+            "/// PTX of kernel crate `{module}`, one text per SM target (strided-apply-builder).\n\
+             pub const MODULE: {host}::ModuleImage = {host}::ModuleImage {{\n    \
+             name: {module:?},\n    ptx: &[\n"
+        );
+        for (sm, header, shared) in &e.targets {
+            let body = if *shared {
+                format!("include_str!({})", lit(&e.body))
+            } else {
+                "\"\"".to_string()
+            };
+            text += &format!(
+                "        {host}::PtxText {{ sm: {sm}, header: include_str!({}), body: {body} }},\n",
+                lit(header)
+            );
+        }
+        text += "    ],\n};\n";
+        let path = out_dir.join("module.rs");
+        std::fs::write(&path, text)?;
+        Ok(path)
+    }
+
     /// Writes `ptx_body.ptx` and one `ptx_header_sm_NN.ptx` per target into `out_dir`.
     pub fn embed(&self, out_dir: &Path) -> Result<Embedded, BuildError> {
         std::fs::create_dir_all(out_dir)?;

@@ -1,0 +1,22 @@
+//! Compiles the kernel crate `kernels/` to PTX for sm_70, sm_80 and sm_90 with
+//! strided-apply-builder and writes `$OUT_DIR/module.rs` (`pub const MODULE: ModuleImage`).
+//! Needs the NVPTX toolchain (`scripts/setup-toolchain` at the repository root): this
+//! example keeps no PTX snapshot, to show the from-source path a downstream crate takes.
+
+use std::path::PathBuf;
+
+fn main() {
+    let dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
+    let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
+    let mut build = strided_apply_builder::PtxBuild::new(dir.join("kernels"));
+    // The PTX also depends on the library's kernel bodies.
+    build.extra_sources.push(dir.join("../../gpu-kernels"));
+    build.target_dir = dir.join("../../target/ptx-build/custom-op");
+    let result = build
+        .run()
+        .and_then(|ptx| ptx.write_module_rs(&out, "custom-op-kernels", "strided_apply"));
+    if let Err(e) = result {
+        eprintln!("custom-op: building the kernel PTX failed: {e}");
+        std::process::exit(1);
+    }
+}
