@@ -96,6 +96,18 @@ try:
 except Exception as e:  # inductor needs a working triton
     print(f"# torch.compile failed: {e}", file=sys.stderr)
 
+# Fused expression c = (a / 3) * (b / 7): eager (three kernels and temporaries) and
+# torch.compile (one generated kernel). Bytes counted as 2 reads + 1 write for both.
+n = 1 << 24 if quick else 1 << 28
+fa, fb = rand((n,), torch.float32), rand((n,), torch.float32)
+report("pytorch", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: (fa / 3) * (fb / 7)))
+try:
+    fused = torch.compile(lambda x, y: (x / 3) * (y / 7))
+    report("torch.compile", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: fused(fa, fb)))
+except Exception as e:  # inductor needs a working triton
+    print(f"# torch.compile (fused) failed: {e}", file=sys.stderr)
+del fa, fb
+
 import time
 a = rand((1024,), torch.float32)
 b = rand((1024,), torch.float32)

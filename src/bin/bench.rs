@@ -5,7 +5,10 @@
 
 use std::time::Instant;
 use strided_apply::verify::{first_mismatch, Distance};
-use strided_apply::{api, cpu, ops, DeviceTensor, Elem, Gpu, Kernels2, Kernels3, Layout, Result};
+use strided_apply::{
+    api, cpu, gpu_kernels, ops, stencil, DeviceTensor, Elem, Gpu, Kernels2, Kernels3, Layout,
+    Result,
+};
 
 const REPS: usize = 25;
 /// Rotate among enough buffer sets to move at least this many bytes per round.
@@ -236,6 +239,93 @@ fn main() -> Result<()> {
         };
         let out = Layout::contiguous(perm.layout.shape())?;
         bench_copy(&gpu, "permute_copy", &out, &perm, f32::NAN)?;
+    }
+    // Fused expression c = (a / 3) * (b / 7): one kernel against three (t = a / 3,
+    // u = b / 7, c = t * u, temporaries allocated once). Bytes are counted as 2 reads + 1
+    // write for both, so the GB/s ratio is the speed ratio.
+    {
+        let n = if quick { 1 << 24 } else { 1 << 28 };
+        let (a, b) = (dense(&[n], 20, rand_f32)?, dense(&[n], 21, rand_f32)?);
+        let fused = gpu_kernels::fused::DivMul::new(3.0f32, 7.0);
+        bench3(
+            &gpu,
+            "fused_divmul",
+            fused,
+            &a.layout.clone(),
+            &a,
+            &b,
+            f32::NAN,
+        )?;
+        let da = DeviceTensor::from_slice(&gpu, &a.host, &[n])?;
+        let db = DeviceTensor::from_slice(&gpu, &b.host, &[n])?;
+        let mut t = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
+        let mut u = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
+        let mut c = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; n], &[n])?;
+        let three = |t: &mut DeviceTensor<f32>,
+                     u: &mut DeviceTensor<f32>,
+                     c: &mut DeviceTensor<f32>|
+         -> Result<()> {
+            api::apply2(
+                &gpu,
+                ops::Rhs {
+                    op: ops::Div,
+                    s: 3.0f32,
+                },
+                t,
+                &da,
+            )?;
+            api::apply2(
+                &gpu,
+                ops::Rhs {
+                    op: ops::Div,
+                    s: 7.0f32,
+                },
+                u,
+                &db,
+            )?;
+            api::apply3(&gpu, ops::Mul, c, t, u)
+        };
+        three(&mut t, &mut u, &mut c)?;
+        let got = c.to_vec(&gpu)?;
+        let mut want = vec![f32::NAN; n];
+        cpu::apply3(
+            fused,
+            (&mut want, &a.layout),
+            (&a.host, &a.layout),
+            (&b.host, &b.layout),
+        )?;
+        let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
+            None => "GPU=CPU".to_string(),
+            Some(m) => format!("MISMATCH {m}"),
+        };
+        let ms = median_ms(&gpu, |_| three(&mut t, &mut u, &mut c))?;
+        report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
+    }
+    // Stencil: 2-D Laplacian of a big × big f32 image (bytes: input read once + output).
+    {
+        let img = dense(&[big, big], 22, rand_f32)?;
+        let d_img = DeviceTensor::from_slice(&gpu, &img.host, &[big, big])?;
+        let mut lap = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; big * big], &[big, big])?;
+        let op = gpu_kernels::stencil::Laplacian2;
+        stencil::apply(&gpu, op, &mut lap, &d_img, &[1, 0])?;
+        let got = lap.to_vec(&gpu)?;
+        let mut want = vec![f32::NAN; big * big];
+        stencil::apply_cpu(op, (&mut want, &sq), (&img.host, &img.layout), &[1, 0])?;
+        let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
+            None => "GPU=CPU".to_string(),
+            Some(m) => format!("MISMATCH {m}"),
+        };
+        let ms = median_ms(&gpu, |_| {
+            stencil::apply(&gpu, op, &mut lap, &d_img, &[1, 0])
+        })?;
+        report(
+            "stencil_laplacian2",
+            "f32",
+            big * big,
+            2 * big * big * 4,
+            ms,
+            &check,
+        );
     }
     // Tiny tensor: host time per call, planning and launch included.
     {

@@ -4,6 +4,7 @@
 #![allow(dead_code)]
 
 pub mod random;
+pub mod stencil;
 
 use strided_apply::{Bool, Elem, Layout};
 
@@ -261,6 +262,21 @@ macro_rules! op_table {
         $crate::op_table!(@types $m, where_, [f32, f64, i32, i64, u32, u8, Bool], Where);
         $crate::op_table!(@types $m, fill, [f32, f64, i32, i64, u32, u8, Bool], Fill);
         $crate::op_table!(@cast $m, [f32, f64, i32, i64, u32, u8, Bool], [f32, f64, i32, i64, u32, u8, Bool]);
+        $crate::op_table!(@fused $m, [f32, f64]);
+    }};
+    // The library's fused expressions (`gpu_kernels::fused`), one kernel per expression.
+    (@fused $m:ident, [$($t:ty),*]) => {{
+        use strided_apply::gpu_kernels::fused::{Axpby, Axpy, BiasRelu, DivMul, Lerp, RecipUpdate, Silu};
+        $(
+            let s = |k: i8| <$t as $crate::common::TestElem>::small(k);
+            $m!(3, concat!("fused Axpy ", stringify!($t)), Axpy::<$t>::new(s(3)), $t, $t, $t);
+            $m!(3, concat!("fused Axpby ", stringify!($t)), Axpby::<$t>::new(s(3), s(5)), $t, $t, $t);
+            $m!(3, concat!("fused BiasRelu ", stringify!($t)), BiasRelu::<$t>::new(), $t, $t, $t);
+            $m!(2, concat!("fused Silu ", stringify!($t)), Silu::<$t>::new(), $t, $t);
+            $m!(3, concat!("fused DivMul ", stringify!($t)), DivMul::<$t>::new(s(3), s(7)), $t, $t, $t);
+            $m!(4, concat!("fused Lerp ", stringify!($t)), Lerp::<$t>::new(), $t, $t, $t, $t);
+            $m!(2, concat!("fused RecipUpdate ", stringify!($t)), RecipUpdate::<$t>::new(), $t, $t);
+        )*
     }};
     (@types $m:ident, $kind:ident, $ts:tt, $($op:ident),*) => {
         $( $crate::op_table!(@op_types $m, $kind, $op, $ts); )*

@@ -1,0 +1,249 @@
+//! Stencil cases shared by the CPU conformance test (`tests/stencil.rs`) and the GPU
+//! tests: input and output layouts of every class, and the GPU-against-CPU-twin check.
+
+use strided_apply::gpu_kernels::stencil::{
+    BackwardDiff, ForwardDiff, Laplacian2, Laplacian3, Shift, StencilKernels,
+};
+use strided_apply::verify::Distance;
+use strided_apply::{stencil, DeviceTensor, Elem, Error, Gpu, Layout};
+
+/// Input layouts over a buffer, all viewing a tensor of shape `shape`.
+pub fn input_layouts(shape: &[usize]) -> Vec<(&'static str, Layout, usize)> {
+    let n: usize = shape.iter().product();
+    let rank = shape.len();
+    let mut v = Vec::new();
+    v.push(("contiguous", Layout::contiguous(shape).unwrap(), n));
+    // Transposed: a dense buffer of the reversed shape, viewed reversed back.
+    let rev: Vec<usize> = shape.iter().rev().copied().collect();
+    let perm: Vec<usize> = (0..rank).rev().collect();
+    v.push((
+        "transposed",
+        Layout::contiguous(&rev).unwrap().permute(&perm).unwrap(),
+        n,
+    ));
+    // Sliced: every other element of a last axis twice as long, starting at 1.
+    let mut wide = shape.to_vec();
+    wide[rank - 1] = 2 * shape[rank - 1] + 1;
+    let sliced = Layout::contiguous(&wide)
+        .unwrap()
+        .slice(rank - 1, Some(1), None, 2)
+        .unwrap();
+    assert_eq!(sliced.shape(), shape);
+    v.push(("sliced step 2", sliced, wide.iter().product()));
+    // Reversed along every axis.
+    let mut r = Layout::contiguous(shape).unwrap();
+    for a in 0..rank {
+        r = r.flip(a).unwrap();
+    }
+    v.push(("reversed", r, n));
+    // Broadcast: the input has size 1 on axis 0 (the output's shape is kept).
+    let mut b = shape.to_vec();
+    b[0] = 1;
+    v.push((
+        "broadcast axis 0",
+        Layout::contiguous(&b).unwrap(),
+        n / shape[0],
+    ));
+    v
+}
+
+/// Output layouts: dense and transposed.
+pub fn output_layouts(shape: &[usize]) -> Vec<(&'static str, Layout)> {
+    let rank = shape.len();
+    let rev: Vec<usize> = shape.iter().rev().copied().collect();
+    let perm: Vec<usize> = (0..rank).rev().collect();
+    vec![
+        ("dense out", Layout::contiguous(shape).unwrap()),
+        (
+            "transposed out",
+            Layout::contiguous(&rev).unwrap().permute(&perm).unwrap(),
+        ),
+    ]
+}
+
+fn data<T: Elem>(len: usize, seed: &mut u64, f: impl Fn(i64) -> T) -> Vec<T> {
+    (0..len)
+        .map(|_| {
+            *seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            f(((*seed >> 33) % 2001) as i64 - 1000)
+        })
+        .collect()
+}
+
+/// Every layout pair of `shape` for one op and axes: GPU against the CPU twin.
+fn gpu_case<S: StencilKernels<T>, T: Elem + Distance>(
+    gpu: &Gpu,
+    name: &str,
+    op: S,
+    shape: &[usize],
+    axes: &[usize],
+    poison: T,
+    f: impl Fn(i64) -> T + Copy,
+) -> Result<usize, String> {
+    let mut seed = 0xabcd_u64;
+    let mut n = 0;
+    for (in_name, li, in_len) in input_layouts(shape) {
+        let input = data(in_len, &mut seed, f);
+        for (out_name, lo) in output_layouts(shape) {
+            let init = vec![poison; shape.iter().product()];
+            match stencil::verify(gpu, op, (&init, &lo), (&input, &li), axes) {
+                Ok(None) => n += 1,
+                Ok(Some(m)) => {
+                    return Err(format!(
+                        "{name} {shape:?} axes {axes:?}, {in_name}, {out_name}: {m}"
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{name} {shape:?} axes {axes:?}, {in_name}, {out_name}: {e}"
+                    ))
+                }
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The stencil table on the GPU (f32 and f64, shapes of rank 1 to 4 with borders on every
+/// side), in-place refusal on device tensors, and the temporary that makes it correct.
+pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
+    let mut n = 0;
+    for shape in [&[1000usize][..], &[37, 45], &[9, 17, 33], &[3, 8, 9, 10]] {
+        let r = shape.len();
+        for axis in 0..r {
+            n += gpu_case(
+                gpu,
+                "ForwardDiff f32",
+                ForwardDiff,
+                shape,
+                &[axis],
+                f32::NAN,
+                |v| v as f32 / 8.0,
+            )?;
+            n += gpu_case(
+                gpu,
+                "BackwardDiff f64",
+                BackwardDiff,
+                shape,
+                &[axis],
+                f64::NAN,
+                |v| v as f64 / 8.0,
+            )?;
+        }
+        n += gpu_case(
+            gpu,
+            "Shift<1,0,0> f32",
+            Shift::<1, 0, 0>,
+            shape,
+            &[r - 1],
+            f32::NAN,
+            |v| v as f32,
+        )?;
+        n += gpu_case(
+            gpu,
+            "Shift<-1,0,0> f64",
+            Shift::<-1, 0, 0>,
+            shape,
+            &[0],
+            f64::NAN,
+            |v| v as f64,
+        )?;
+        if r >= 2 {
+            n += gpu_case(
+                gpu,
+                "Laplacian2 f32",
+                Laplacian2,
+                shape,
+                &[r - 1, r - 2],
+                f32::NAN,
+                |v| v as f32 / 4.0,
+            )?;
+            n += gpu_case(
+                gpu,
+                "Laplacian2 f64",
+                Laplacian2,
+                shape,
+                &[0, r - 1],
+                f64::NAN,
+                |v| v as f64 / 4.0,
+            )?;
+            n += gpu_case(
+                gpu,
+                "Shift<0,-1,0> f32",
+                Shift::<0, -1, 0>,
+                shape,
+                &[r - 1, 0],
+                f32::NAN,
+                |v| v as f32,
+            )?;
+        }
+        if r >= 3 {
+            n += gpu_case(
+                gpu,
+                "Laplacian3 f32",
+                Laplacian3,
+                shape,
+                &[r - 1, r - 2, r - 3],
+                f32::NAN,
+                |v| v as f32 / 4.0,
+            )?;
+            n += gpu_case(
+                gpu,
+                "Laplacian3 f64",
+                Laplacian3,
+                shape,
+                &[0, 2, 1],
+                f64::NAN,
+                |v| v as f64 / 4.0,
+            )?;
+            n += gpu_case(
+                gpu,
+                "Shift<0,0,1> f64",
+                Shift::<0, 0, 1>,
+                shape,
+                &[2, 1, 0],
+                f64::NAN,
+                |v| v as f64,
+            )?;
+        }
+    }
+    // `a = shift(a) - a`-style in-place use: refused, and correct through a temporary.
+    let e = |e: Error| e.to_string();
+    let host: Vec<f32> = (0..64).map(|i| (i * i) as f32).collect();
+    let mut a = DeviceTensor::from_slice(gpu, &host, &[8, 8]).map_err(e)?;
+    let alias = a.clone();
+    match stencil::apply(gpu, Laplacian2, &mut a, &alias, &[1, 0]) {
+        Err(Error::StencilOverlap { operand: "input" }) => {}
+        other => {
+            return Err(format!(
+                "in-place stencil: expected StencilOverlap, got {other:?}"
+            ))
+        }
+    }
+    let shifted_view = alias.slice(1, Some(1), None, 1).map_err(e)?;
+    let mut left = a.slice(1, None, Some(7), 1).map_err(e)?;
+    match stencil::apply(gpu, ForwardDiff, &mut left, &shifted_view, &[1]) {
+        Err(Error::StencilOverlap { .. }) => {}
+        other => {
+            return Err(format!(
+                "overlapping stencil views: expected StencilOverlap, got {other:?}"
+            ))
+        }
+    }
+    if a.to_vec(gpu).map_err(e)? != host {
+        return Err("a refused stencil call wrote its output".into());
+    }
+    let tmp = a.contiguous(gpu).map_err(e)?;
+    stencil::apply(gpu, Laplacian2, &mut a, &tmp, &[1, 0]).map_err(e)?;
+    let mut want = vec![0.0f32; 64];
+    let l = Layout::contiguous(&[8, 8]).map_err(e)?;
+    stencil::apply_cpu(Laplacian2, (&mut want, &l), (&host, &l), &[1, 0]).map_err(e)?;
+    if a.to_vec(gpu).map_err(e)? != want {
+        return Err("in place through a temporary: wrong result".into());
+    }
+    Ok(format!(
+        "{n} stencil cases GPU = CPU twin; in-place use refused, temporary correct"
+    ))
+}
