@@ -4,10 +4,13 @@
 
 mod common;
 
+use common::random::{random_case, Limits};
 use common::{cases, random_vec, Rng, TestElem};
 use strided_apply::ops::Accuracy;
 use strided_apply::verify::{self, Distance};
-use strided_apply::{api, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4};
+use strided_apply::{
+    api, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4, ModuleImage, PtxText,
+};
 
 type TestResult = Result<String, String>;
 type GpuTest = (&'static str, fn(&Gpu) -> TestResult);
@@ -296,13 +299,784 @@ fn raw_api_matches_typed(gpu: &Gpu) -> TestResult {
     }
 }
 
+// ------------------------------------------------------------------ knobs
+
+/// A count from the environment (`name`), else `default`: the sanitizer run
+/// (`scripts/sanitize`) makes the random, load and size tests smaller with these.
+fn knob(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn estr(e: Error) -> String {
+    e.to_string()
+}
+
+// ------------------------------------------------------------------ random GPU vs CPU
+
+macro_rules! gpu_random {
+    ($fn:ident, $trait:ident, $verify:path, $k:literal, [$($x:ident: $t:ident),*]) => {
+        /// One random case (common::random) of an op, GPU against the CPU twin.
+        fn $fn<Op, O: TestElem $(, $t: TestElem)*>(gpu: &Gpu, op: Op, name: &str, rng: &mut Rng) -> Result<(), String>
+        where Op: strided_apply::ops::Accuracy + $trait<O $(, $t)*> {
+            let case = random_case(rng, $k, GPU_LIMITS);
+            let mut _i = 0;
+            $(
+                let $x: Vec<$t> = random_vec(rng, case.inputs[_i].len);
+                let $x = (&$x[..], &case.inputs[_i].layout);
+                _i += 1;
+            )*
+            let init: Vec<O> = if $k == 0 { random_vec(rng, case.out.len) } else { vec![O::poison(); case.out.len] };
+            match $verify(gpu, op, (&init, &case.out.layout) $(, $x)*) {
+                Ok(None) => Ok(()),
+                Ok(Some(m)) => Err(format!("{name}: {m}; case {case:?}")),
+                Err(e) => Err(format!("{name}: {e}; case {case:?}")),
+            }
+        }
+    };
+}
+gpu_random!(random1, Kernels1, verify::apply1, 0, []);
+gpu_random!(random2, Kernels2, verify::apply2, 1, [a: A]);
+gpu_random!(random3, Kernels3, verify::apply3, 2, [a: A, b: B]);
+gpu_random!(random4, Kernels4, verify::apply4, 3, [a: A, b: B, c: C]);
+
+const GPU_LIMITS: Limits = Limits { max_numel: 1 << 13 };
+
+/// Rows of the op table.
+fn op_rows() -> usize {
+    let mut rows = 0;
+    macro_rules! count {
+        ($($t:tt)*) => {
+            rows += 1
+        };
+    }
+    #[allow(unused_imports, unused_variables)] // the table's `use`s and bindings
+    {
+        op_table!(count);
+    }
+    rows
+}
+
+/// One random (layout, op, types) case from `seed`: a random row of the op table on a
+/// random case of `common::random`.
+fn random_case_on_gpu(gpu: &Gpu, seed: u64) -> Result<(), String> {
+    let mut rng = Rng(seed | 1);
+    let pick = rng.below(op_rows() as u64) as usize;
+    let mut row = 0usize;
+    let mut result: Option<Result<(), String>> = None;
+    macro_rules! run {
+        (1, $name:expr, $op:expr, $t:ty) => { run!(@row random1::<_, $t>(gpu, $op, $name, &mut rng)) };
+        (2, $name:expr, $op:expr, $o:ty, $a:ty) => { run!(@row random2::<_, $o, $a>(gpu, $op, $name, &mut rng)) };
+        (3, $name:expr, $op:expr, $o:ty, $a:ty, $b:ty) => {
+            run!(@row random3::<_, $o, $a, $b>(gpu, $op, $name, &mut rng))
+        };
+        (4, $name:expr, $op:expr, $o:ty, $a:ty, $b:ty, $c:ty) => {
+            run!(@row random4::<_, $o, $a, $b, $c>(gpu, $op, $name, &mut rng))
+        };
+        (@row $call:expr) => {{
+            if row == pick {
+                result = Some($call);
+            }
+            row += 1;
+        }};
+    }
+    op_table!(run);
+    let _ = row;
+    result.unwrap_or_else(|| Err(format!("row {pick} not in the table")))
+}
+
+/// ≥ 100k random (layout, op, type) cases, GPU against the CPU twin. The seed is printed;
+/// `STRIDED_APPLY_SEED` replays a run, `STRIDED_APPLY_GPU_CASES` sets the count.
+fn random_layouts(gpu: &Gpu) -> TestResult {
+    let seed = std::env::var("STRIDED_APPLY_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+        });
+    let cases = knob("STRIDED_APPLY_GPU_CASES", 100_000);
+    println!("  random_layouts: STRIDED_APPLY_SEED={seed} STRIDED_APPLY_GPU_CASES={cases}");
+    let mut master = Rng(seed | 1);
+    for i in 0..cases {
+        let case_seed = master.next();
+        random_case_on_gpu(gpu, case_seed).map_err(|e| {
+            format!("case {i} (seed {case_seed}; run seed STRIDED_APPLY_SEED={seed}): {e}")
+        })?;
+    }
+    Ok(format!("{cases} random cases, GPU = CPU twin, seed {seed}"))
+}
+
+// ------------------------------------------------------------------ bad inputs on the GPU
+
+fn leak_image(name: &'static str, sm: u32, ptx: &'static str) -> ModuleImage {
+    ModuleImage {
+        name,
+        ptx: Box::leak(Box::new([PtxText {
+            sm,
+            header: "",
+            body: ptx,
+        }])),
+    }
+}
+
+/// A valid module that has none of the library's kernels.
+const DUMMY_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry strided_apply_test_dummy()\n{\n\tret;\n}\n";
+
+/// Module-level failures, each on a fresh handle with one bad image registered under the
+/// built-in module's name; the original handle keeps working.
+fn module_errors(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::Neg;
+    let mut lines = Vec::new();
+    let fresh = |image: Option<ModuleImage>| -> Result<(Gpu, Result<(), Error>), String> {
+        let g = Gpu::new(0).map_err(estr)?;
+        if let Some(image) = image {
+            g.register(image);
+        }
+        let a = DeviceTensor::from_slice(&g, &[1.0f32, 2.0], &[2]).map_err(estr)?;
+        let mut out = DeviceTensor::<f32>::zeros(&g, &[2]).map_err(estr)?;
+        let r = api::apply2(&g, Neg, &mut out, &a);
+        Ok((g, r))
+    };
+    let module = "gpu-kernels";
+    let (_g, r) = fresh(None)?;
+    lines.push(expect_err(r, "module not registered", |e| {
+        matches!(
+            e,
+            Error::ModuleNotRegistered {
+                module: "gpu-kernels"
+            }
+        ) && e.to_string().contains("not registered")
+    })?);
+    let (_g, r) = fresh(Some(leak_image(module, 999, DUMMY_PTX)))?;
+    lines.push(expect_err(
+        r,
+        "no PTX for this device",
+        |e| matches!(e, Error::NoPtxForDevice { built, .. } if built == &[999]),
+    )?);
+    let (_g, r) = fresh(Some(leak_image(module, 70, "this is not PTX\n")))?;
+    lines.push(expect_err(r, "garbage PTX", |e| {
+        matches!(
+            e,
+            Error::PtxLoad {
+                module: "gpu-kernels",
+                sm: 70,
+                ..
+            }
+        )
+    })?);
+    let too_new = DUMMY_PTX.replace(".version 7.0", ".version 99.9");
+    let (_g, r) = fresh(Some(leak_image(
+        module,
+        70,
+        Box::leak(too_new.into_boxed_str()),
+    )))?;
+    lines.push(expect_err(r, "PTX too new for the driver", |e| {
+        matches!(e, Error::PtxLoad { .. }) && e.to_string().contains("older than the PTX")
+    })?);
+    let (g, r) = fresh(Some(leak_image(module, 70, DUMMY_PTX)))?;
+    lines.push(expect_err(r, "kernel missing", |e| {
+        matches!(e, Error::KernelMissing { module: "gpu-kernels", kernel, .. } if kernel.contains("neg"))
+    })?);
+    // The failing handle's context still runs work (a copy), and so does the original one.
+    g.synchronize().map_err(estr)?;
+    let a = DeviceTensor::from_slice(gpu, &[1.0f32, -2.0], &[2]).map_err(estr)?;
+    let mut out = DeviceTensor::<f32>::zeros(gpu, &[2]).map_err(estr)?;
+    api::apply2(gpu, Neg, &mut out, &a).map_err(estr)?;
+    if out.to_vec(gpu).map_err(estr)? != [-1.0, 2.0] {
+        return Err("context unusable after module errors".into());
+    }
+    Ok(lines.join("; "))
+}
+
+/// Empty tensors are valid and launch nothing: on a handle with no module registered, an
+/// empty op succeeds (a launch would fail with ModuleNotRegistered), of any rank, typed and
+/// raw (a null pointer is fine when nothing is reached).
+fn empty_tensors(_gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Neg};
+    use strided_apply::raw::{self, RawTensor};
+    use strided_apply::ElemType;
+    let bare = Gpu::new(0).map_err(estr)?;
+    let mut shapes: Vec<Vec<usize>> = vec![vec![0], vec![3, 0], vec![0, 5, 7]];
+    // Rank above the maximum with no mergeable axes, empty.
+    shapes.push((0..30).map(|d| if d == 7 { 0 } else { 2 }).collect());
+    for shape in &shapes {
+        let a = DeviceTensor::<f32>::zeros(&bare, shape).map_err(estr)?;
+        let mut out = DeviceTensor::<f32>::zeros(&bare, shape).map_err(estr)?;
+        api::apply3(&bare, Add, &mut out, &a, &a).map_err(|e| format!("empty {shape:?}: {e}"))?;
+    }
+    let (shape, strides) = ([4usize, 0], [1isize, 1]);
+    let t = |ptr| RawTensor {
+        ptr,
+        elem: ElemType::F32,
+        shape: &shape,
+        strides: &strides,
+    };
+    // SAFETY: nothing is reached (0 elements).
+    unsafe { raw::apply2::<_, f32, f32>(&bare, None, Neg, t(0), t(0)) }.map_err(estr)?;
+    // A non-empty op on the same handle does try to launch.
+    let a = DeviceTensor::<f32>::zeros(&bare, &[2]).map_err(estr)?;
+    let mut out = DeviceTensor::<f32>::zeros(&bare, &[2]).map_err(estr)?;
+    expect_err(api::apply2(&bare, Neg, &mut out, &a), "non-empty", |e| {
+        matches!(e, Error::ModuleNotRegistered { .. })
+    })?;
+    Ok(format!(
+        "{} empty shapes, typed and raw, no launch",
+        shapes.len()
+    ))
+}
+
+/// The raw API's checks: everything the library can see is a typed error naming the
+/// operand, before any launch.
+fn raw_api_catalogue(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Neg};
+    use strided_apply::raw::{self, RawTensor};
+    use strided_apply::{ElemType, MAX_DIMS};
+    let buf = DeviceTensor::<f32>::zeros(gpu, &[64]).map_err(estr)?;
+    let base = buf.buffer().addr();
+    let t = |ptr: u64, shape: &'static [usize], strides: &'static [isize]| RawTensor {
+        ptr,
+        elem: ElemType::F32,
+        shape,
+        strides,
+    };
+    let mut lines = Vec::new();
+    let n = MAX_DIMS + 1;
+    let deep_shape: &'static [usize] = Box::leak(vec![2usize; n].into_boxed_slice());
+    let deep_strides: &'static [isize] = Box::leak(
+        (0..n)
+            .rev()
+            .map(|d| 3isize.pow(d as u32))
+            .collect::<Vec<_>>()
+            .into_boxed_slice(),
+    );
+    // SAFETY: every call below is refused by the checks before any launch.
+    unsafe {
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base, &[8], &[1]),
+                t(base + 4, &[8], &[1]),
+            ),
+            "raw partial overlap",
+            |e| {
+                matches!(e, Error::PartialOverlap { operand: "a" })
+                    && e.to_string().starts_with("a ")
+            },
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base, &[4, 4], &[0, 1]),
+                t(base + 256, &[4, 4], &[4, 1]),
+            ),
+            "raw overlapping output",
+            |e| matches!(e, Error::OverlappingOutput { operand: "out", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply3::<_, f32, f32, f32>(
+                gpu,
+                None,
+                Add,
+                t(base, &[4, 4], &[4, 1]),
+                t(base + 128, &[4, 4], &[4, 1]),
+                t(base + 128, &[3], &[1]),
+            ),
+            "raw broadcast",
+            |e| matches!(e, Error::Broadcast { operand: "b", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base, &[4, 2], &[isize::MAX / 2, 1]),
+                t(base + 128, &[2], &[1]),
+            ),
+            "raw stride overflow",
+            |e| matches!(e, Error::Overflow { operand: "out", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply1::<_, f32>(
+                gpu,
+                None,
+                strided_apply::ops::Fill(1.0f32),
+                t(base, deep_shape, deep_strides),
+            ),
+            "raw rank above the maximum",
+            |e| matches!(e, Error::RankTooHigh { operand: "out", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(gpu, None, Neg, t(base, &[2], &[1]), t(base, &[2, 2], &[2])),
+            "raw strides/shape length",
+            |e| matches!(e, Error::InvalidView { operand: "a", .. }),
+        )?);
+        lines.push(expect_err(
+            raw::apply2::<_, f32, f32>(
+                gpu,
+                None,
+                Neg,
+                t(base, &[2], &[1]),
+                RawTensor {
+                    ptr: base + 128,
+                    elem: ElemType::U8,
+                    shape: &[2],
+                    strides: &[1],
+                },
+            ),
+            "raw element type",
+            |e| {
+                matches!(e, Error::TypeMismatch { operand: "a", .. })
+                    && e.to_string().contains("u8")
+            },
+        )?);
+    }
+    // The buffer is untouched and the context works.
+    if buf.to_vec(gpu).map_err(estr)? != vec![0.0f32; 64] {
+        return Err("a refused raw call wrote memory".into());
+    }
+    Ok(lines.join("; "))
+}
+
+/// Allocates until the device is out of memory, checks the typed error, frees, and runs
+/// an op successfully.
+fn out_of_memory_then_recover(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::Neg;
+    gpu.synchronize().map_err(estr)?;
+    let mut held: Vec<DeviceTensor<u8>> = Vec::new();
+    let mut err = None;
+    let mut total = 0usize;
+    'outer: for chunk in [8usize << 30, 1 << 30, 64 << 20] {
+        for _ in 0..256 {
+            match DeviceTensor::<u8>::zeros(gpu, &[chunk]) {
+                Ok(t) => {
+                    total += chunk;
+                    held.push(t);
+                }
+                Err(e @ Error::OutOfMemory { .. }) => {
+                    err = Some(e);
+                    continue 'outer;
+                }
+                Err(e) => return Err(format!("allocating: {e:?}")),
+            }
+        }
+        return Err(format!("no OutOfMemory after {total} bytes"));
+    }
+    let Some(e) = err else {
+        return Err("no OutOfMemory".into());
+    };
+    if !e.to_string().contains("out of memory") {
+        return Err(format!("message: {e}"));
+    }
+    let msg = e.to_string();
+    drop(held);
+    gpu.synchronize().map_err(estr)?;
+    let a = DeviceTensor::from_slice(gpu, &[1.0f32, -2.0, 3.0], &[3]).map_err(estr)?;
+    let mut out = DeviceTensor::<f32>::zeros(gpu, &[3]).map_err(estr)?;
+    api::apply2(gpu, Neg, &mut out, &a).map_err(estr)?;
+    if out.to_vec(gpu).map_err(estr)? != [-1.0, 2.0, -3.0] {
+        return Err("wrong result after recovering from OOM".into());
+    }
+    Ok(format!(
+        "{:.1} GiB allocated, then `{msg}`; freed, op ok",
+        total as f64 / (1u64 << 30) as f64
+    ))
+}
+
+// ------------------------------------------------------------------ 64-bit indexing
+
+/// `f(i)` for `i` in `0..n`, filled on all cores.
+fn par_fill<T: Copy + Default + Send>(n: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let mut v = vec![T::default(); n];
+    let threads = std::thread::available_parallelism().map_or(8, |p| p.get());
+    let chunk = n.div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        for (c, part) in v.chunks_mut(chunk).enumerate() {
+            let f = &f;
+            s.spawn(move || {
+                for (j, x) in part.iter_mut().enumerate() {
+                    *x = f(c * chunk + j);
+                }
+            });
+        }
+    });
+    v
+}
+
+/// The first `i` in `0..got.len()` where `got[i] != f(i)`, checked on all cores.
+fn par_first_wrong<T: Copy + PartialEq + Sync>(
+    got: &[T],
+    f: impl Fn(usize) -> T + Sync,
+) -> Option<usize> {
+    let threads = std::thread::available_parallelism().map_or(8, |p| p.get());
+    let chunk = got.len().div_ceil(threads).max(1);
+    std::thread::scope(|s| {
+        let handles: Vec<_> = got
+            .chunks(chunk)
+            .enumerate()
+            .map(|(c, part)| {
+                let f = &f;
+                s.spawn(move || {
+                    part.iter()
+                        .enumerate()
+                        .find(|(j, &x)| x != f(c * chunk + j))
+                        .map(|(j, _)| c * chunk + j)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .filter_map(|h| h.join().ok().flatten())
+            .min()
+    })
+}
+
+fn variant_of<const N: usize>(layouts: [&strided_apply::Layout; N]) -> String {
+    let names = ["out", "a", "b", "c"];
+    strided_apply::plan::plan(layouts, std::array::from_fn(|k| names[k]))
+        .map_or_else(|e| e.to_string(), |p| format!("{:?}", p.variant))
+}
+
+fn check_all<T: Copy + PartialEq + Sync + std::fmt::Debug>(
+    what: &str,
+    got: &[T],
+    f: impl Fn(usize) -> T + Sync,
+) -> Result<(), String> {
+    match par_first_wrong(got, &f) {
+        None => Ok(()),
+        Some(i) => Err(format!(
+            "{what}: element {i} is {:?}, expected {:?}",
+            got[i],
+            f(i)
+        )),
+    }
+}
+
+fn big_enabled() -> bool {
+    std::env::var("STRIDED_APPLY_BIG").is_ok_and(|v| v == "1")
+}
+
+/// A 3 GiB u8 tensor (3 * 2^30 elements): contiguous, transposed and broadcast, each
+/// element checked against its closed form.
+fn index64_u8_3gib(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Rhs};
+    let (m, k) = (3usize << 14, 1usize << 16);
+    let n = m * k;
+    let a = DeviceTensor::from_slice(gpu, &par_fill(n, |i| (i % 251) as u8), &[n]).map_err(estr)?;
+    let mut out = DeviceTensor::<u8>::zeros(gpu, &[n]).map_err(estr)?;
+    let plus1 = Rhs { op: Add, s: 1u8 };
+    let mut report = Vec::new();
+    api::apply2(gpu, plus1, &mut out, &a).map_err(estr)?;
+    report.push(format!(
+        "contiguous {}",
+        variant_of([out.layout(), a.layout()])
+    ));
+    check_all("contiguous", &out.to_vec(gpu).map_err(estr)?, |i| {
+        (i % 251) as u8 + 1
+    })?;
+    let at = a
+        .reshape(&[m, k])
+        .map_err(estr)?
+        .transpose(0, 1)
+        .map_err(estr)?;
+    let mut ot = out.reshape(&[k, m]).map_err(estr)?;
+    api::apply2(gpu, plus1, &mut ot, &at).map_err(estr)?;
+    report.push(format!(
+        "transposed {}",
+        variant_of([ot.layout(), at.layout()])
+    ));
+    check_all("transposed", &ot.to_vec(gpu).map_err(estr)?, |x| {
+        let (j, i) = (x / m, x % m);
+        ((i * k + j) % 251) as u8 + 1
+    })?;
+    let row =
+        DeviceTensor::from_slice(gpu, &par_fill(k, |j| (j % 13) as u8), &[k]).map_err(estr)?;
+    let col = DeviceTensor::from_slice(gpu, &par_fill(m, |i| (i % 7) as u8 * 16), &[m, 1])
+        .map_err(estr)?;
+    let mut ob = out.reshape(&[m, k]).map_err(estr)?;
+    api::apply3(gpu, Add, &mut ob, &row, &col).map_err(estr)?;
+    report.push(format!(
+        "broadcast {}",
+        variant_of([ob.layout(), row.layout(), col.layout()])
+    ));
+    check_all("broadcast", &ob.to_vec(gpu).map_err(estr)?, |x| {
+        let (i, j) = (x / k, x % k);
+        (j % 13) as u8 + (i % 7) as u8 * 16
+    })?;
+    Ok(format!(
+        "u8 [{m}, {k}] = {n} elements: {}",
+        report.join(", ")
+    ))
+}
+
+/// An f32 tensor of 2^31 + 7 elements: contiguous, transposed ([45, 47721859]ᵀ) and
+/// broadcast, against closed forms (exact in f32).
+fn index64_f32_2pow31_plus_7(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Mul, Rhs};
+    let (p, q) = (45usize, 47_721_859usize);
+    let n = p * q;
+    debug_assert_eq!(n, (1 << 31) + 7);
+    let a =
+        DeviceTensor::from_slice(gpu, &par_fill(n, |i| (i % 4093) as f32), &[n]).map_err(estr)?;
+    let mut out = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(estr)?;
+    let twice = Rhs { op: Mul, s: 2.0f32 };
+    let mut report = Vec::new();
+    api::apply2(gpu, twice, &mut out, &a).map_err(estr)?;
+    report.push(format!(
+        "contiguous {}",
+        variant_of([out.layout(), a.layout()])
+    ));
+    check_all("contiguous", &out.to_vec(gpu).map_err(estr)?, |i| {
+        2.0 * (i % 4093) as f32
+    })?;
+    let at = a
+        .reshape(&[p, q])
+        .map_err(estr)?
+        .transpose(0, 1)
+        .map_err(estr)?;
+    let mut ot = out.reshape(&[q, p]).map_err(estr)?;
+    api::apply2(gpu, twice, &mut ot, &at).map_err(estr)?;
+    report.push(format!(
+        "transposed {}",
+        variant_of([ot.layout(), at.layout()])
+    ));
+    check_all("transposed", &ot.to_vec(gpu).map_err(estr)?, |x| {
+        let (j, i) = (x / p, x % p);
+        2.0 * ((i * q + j) % 4093) as f32
+    })?;
+    let row =
+        DeviceTensor::from_slice(gpu, &par_fill(q, |j| (j % 1000) as f32), &[q]).map_err(estr)?;
+    let col = DeviceTensor::from_slice(gpu, &par_fill(p, |i| (i * 1000) as f32), &[p, 1])
+        .map_err(estr)?;
+    let mut ob = out.reshape(&[p, q]).map_err(estr)?;
+    api::apply3(gpu, Add, &mut ob, &row, &col).map_err(estr)?;
+    report.push(format!(
+        "broadcast {}",
+        variant_of([ob.layout(), row.layout(), col.layout()])
+    ));
+    check_all("broadcast", &ob.to_vec(gpu).map_err(estr)?, |x| {
+        let (i, j) = (x / q, x % q);
+        (j % 1000) as f32 + (i * 1000) as f32
+    })?;
+    Ok(format!("f32 {n} elements: {}", report.join(", ")))
+}
+
+/// Reversed 1-D u8 views of 2^31 - 1, 2^31 and 2^31 + 1 elements (not contiguous, so a
+/// `D` variant): the planner picks 32-bit D1 below the boundary and Dn64 from it on, and
+/// every result is right; the element after the view is untouched.
+fn index_width_boundary(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Rhs};
+    let top = (1usize << 31) + 2;
+    let a =
+        DeviceTensor::from_slice(gpu, &par_fill(top, |i| (i % 253) as u8), &[top]).map_err(estr)?;
+    let out = DeviceTensor::<u8>::zeros(gpu, &[top]).map_err(estr)?;
+    let mut report = Vec::new();
+    for n in [(1usize << 31) - 1, 1 << 31, (1 << 31) + 1] {
+        let av = a
+            .slice(0, Some(0), Some(n as isize), 1)
+            .map_err(estr)?
+            .flip(0)
+            .map_err(estr)?;
+        let mut ov = out.slice(0, Some(0), Some(n as isize), 1).map_err(estr)?;
+        let v = variant_of([ov.layout(), av.layout()]);
+        let want = if n <= i32::MAX as usize { "D1" } else { "Dn64" };
+        if v != want {
+            return Err(format!("{n} elements: planner chose {v}, expected {want}"));
+        }
+        api::apply2(gpu, Rhs { op: Add, s: 1u8 }, &mut ov, &av).map_err(estr)?;
+        let got = out.buffer_to_vec(gpu).map_err(estr)?;
+        check_all(&format!("{n} elements"), &got[..n], |i| {
+            ((n - 1 - i) % 253) as u8 + 1
+        })?;
+        if got[n] != 0 {
+            return Err(format!(
+                "{n} elements: element {n} after the view was written"
+            ));
+        }
+        report.push(format!("{n}: {v}"));
+    }
+    Ok(report.join(", "))
+}
+
+// ------------------------------------------------------------------ under load
+
+/// One worker: `ops` mixed ops (i32, f32, u8; transposed, broadcast, reversed views; in
+/// place) on its own tensors through `gpu`, replayed on the CPU twin, compared exactly
+/// every 1000 ops and at the end.
+fn load_worker(gpu: &Gpu, seed: u64, ops: usize) -> Result<(), String> {
+    use strided_apply::ops::{Add, Cast, Fma, InPlace, Max, Mul, Rhs};
+    use strided_apply::{cpu, Layout};
+    let s = 48usize;
+    let mut rng = Rng(seed | 1);
+    let sq = Layout::contiguous(&[s, s]).map_err(estr)?;
+    let sq_t = sq.transpose(0, 1).map_err(estr)?;
+    let row = Layout::contiguous(&[s]).map_err(estr)?;
+    let flip = sq.flip(0).map_err(estr)?;
+    let mut hx: Vec<i32> = random_vec(&mut rng, s * s);
+    let ha: Vec<i32> = random_vec(&mut rng, s * s);
+    let mut hy: Vec<f32> = random_vec(&mut rng, s * s);
+    let hb: Vec<f32> = random_vec(&mut rng, s);
+    let hc: Vec<f32> = random_vec(&mut rng, s * s);
+    let mut hz = vec![0u8; s * s];
+    let up = |e: Error| e.to_string();
+    let mut dx = DeviceTensor::from_slice(gpu, &hx, &[s, s]).map_err(up)?;
+    let da = DeviceTensor::from_slice(gpu, &ha, &[s, s]).map_err(up)?;
+    let mut dy = DeviceTensor::from_slice(gpu, &hy, &[s, s]).map_err(up)?;
+    let db = DeviceTensor::from_slice(gpu, &hb, &[s]).map_err(up)?;
+    let dc = DeviceTensor::from_slice(gpu, &hc, &[s, s]).map_err(up)?;
+    let half = DeviceTensor::from_slice(gpu, &[0.5f32], &[]).map_err(up)?;
+    let mut dz = DeviceTensor::<u8>::zeros(gpu, &[s, s]).map_err(up)?;
+    let scalar = Layout::contiguous(&[]).map_err(estr)?;
+    let a_t = da.transpose(0, 1).map_err(up)?;
+    let c_flip = dc.flip(0).map_err(up)?;
+    for step in 0..ops {
+        let what = rng.below(5);
+        match what {
+            0 => {
+                // x = x + aᵀ, in place
+                let x_in = dx.clone();
+                api::apply3(gpu, Add, &mut dx, &x_in, &a_t).map_err(up)?;
+                let x0 = hx.clone();
+                cpu::apply3(Add, (&mut hx, &sq), (&x0, &sq), (&ha, &sq_t)).map_err(up)?;
+            }
+            1 => {
+                // x *= 3
+                let op = InPlace(Rhs { op: Mul, s: 3i32 });
+                api::apply1(gpu, op, &mut dx).map_err(up)?;
+                cpu::apply1(op, (&mut hx, &sq)).map_err(up)?;
+            }
+            2 => {
+                // y = max(y, b) with b broadcast along rows
+                let y_in = dy.clone();
+                api::apply3(gpu, Max, &mut dy, &y_in, &db).map_err(up)?;
+                let y0 = hy.clone();
+                cpu::apply3(Max, (&mut hy, &sq), (&y0, &sq), (&hb, &row)).map_err(up)?;
+            }
+            3 => {
+                // y = y * 0.5 + c reversed
+                let y_in = dy.clone();
+                api::apply4(gpu, Fma, &mut dy, &y_in, &half, &c_flip).map_err(up)?;
+                let y0 = hy.clone();
+                cpu::apply4(
+                    Fma,
+                    (&mut hy, &sq),
+                    (&y0, &sq),
+                    (&[0.5f32], &scalar),
+                    (&hc, &flip),
+                )
+                .map_err(up)?;
+            }
+            _ => {
+                // z = u8(xᵀ)
+                let x_t = dx.transpose(0, 1).map_err(up)?;
+                api::apply2(gpu, Cast, &mut dz, &x_t).map_err(up)?;
+                cpu::apply2(Cast, (&mut hz, &sq), (&hx, &sq_t)).map_err(up)?;
+            }
+        }
+        if step % 1000 == 999 || step + 1 == ops {
+            let bad = |what: &str| format!("after op {step}: {what} differs from the CPU twin");
+            if dx.to_vec(gpu).map_err(up)? != hx {
+                return Err(bad("x (i32)"));
+            }
+            let gy = dy.to_vec(gpu).map_err(up)?;
+            if verify::first_mismatch(&gy, &hy, strided_apply::ops::Tolerance::Exact).is_some() {
+                return Err(bad("y (f32)"));
+            }
+            if dz.to_vec(gpu).map_err(up)? != hz {
+                return Err(bad("z (u8)"));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn load_threads(gpu: &Gpu, own_stream: bool) -> TestResult {
+    let threads = 8;
+    let ops = knob("STRIDED_APPLY_LOAD_OPS", 10_000);
+    let t = std::time::Instant::now();
+    let results: Vec<Result<(), String>> = std::thread::scope(|s| {
+        let handles: Vec<_> = (0..threads)
+            .map(|k| {
+                s.spawn(move || {
+                    if own_stream {
+                        let g = gpu.new_stream().map_err(estr)?;
+                        load_worker(&g, 1000 + k as u64, ops)
+                    } else {
+                        load_worker(gpu, 2000 + k as u64, ops)
+                    }
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|_| Err("worker panicked".into())))
+            .collect()
+    });
+    for (k, r) in results.into_iter().enumerate() {
+        r.map_err(|e| format!("thread {k}: {e}"))?;
+    }
+    Ok(format!(
+        "{threads} threads x {ops} ops ({}), {:.0} ops/s, = CPU twin",
+        if own_stream {
+            "one stream each"
+        } else {
+            "one shared Gpu"
+        },
+        (threads * ops) as f64 / t.elapsed().as_secs_f64()
+    ))
+}
+
+fn load_shared_gpu(gpu: &Gpu) -> TestResult {
+    load_threads(gpu, false)
+}
+
+fn load_own_streams(gpu: &Gpu) -> TestResult {
+    load_threads(gpu, true)
+}
+
+/// Tests that need `STRIDED_APPLY_BIG=1` (tensors of 2^31 elements and more, ~30 GiB of
+/// device memory, ~1 minute).
+const BIG: [&str; 3] = [
+    "gpu_64bit_index_u8_3gib",
+    "gpu_64bit_index_f32_2pow31_plus_7",
+    "gpu_index_width_boundary_2pow31",
+];
+
 fn main() {
-    let tests: [GpuTest; 4] = [
+    let tests: [GpuTest; 15] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
+        ("gpu_stencils_match_cpu_twin", common::stencil::gpu_stencils),
         ("gpu_transcendentals_within_ulp_bound_of_f64", accuracy),
         ("gpu_typed_errors_and_context_survives", typed_errors),
         ("gpu_raw_api_matches_expected", raw_api_matches_typed),
+        ("gpu_raw_api_bad_inputs_are_typed_errors", raw_api_catalogue),
+        ("gpu_empty_tensors_launch_nothing", empty_tensors),
+        ("gpu_module_errors_are_typed", module_errors),
+        ("gpu_random_layouts_match_cpu_twin", random_layouts),
+        ("gpu_load_8_threads_shared_gpu", load_shared_gpu),
+        ("gpu_load_8_threads_own_streams", load_own_streams),
+        ("gpu_64bit_index_u8_3gib", index64_u8_3gib),
+        (
+            "gpu_64bit_index_f32_2pow31_plus_7",
+            index64_f32_2pow31_plus_7,
+        ),
+        ("gpu_index_width_boundary_2pow31", index_width_boundary),
+        ("gpu_out_of_memory_then_recover", out_of_memory_then_recover),
     ];
+    // Arguments that are not flags select tests by substring (as the default harness).
+    let filters: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let selected =
+        |name: &str| filters.is_empty() || filters.iter().any(|f| name.contains(f.as_str()));
     let require = std::env::var("STRIDED_APPLY_REQUIRE_GPU").is_ok_and(|v| v == "1");
     let gpu = strided_apply::open(0);
     let (mut passed, mut failed, mut skipped) = (0, 0, 0);
@@ -331,6 +1105,16 @@ fn main() {
             }
             println!("module load: {:.2} s", t.elapsed().as_secs_f64());
             for (name, f) in &tests {
+                if !selected(name) {
+                    println!("test {name} ... SKIPPED (not selected by the filter)");
+                    skipped += 1;
+                    continue;
+                }
+                if BIG.contains(name) && !big_enabled() {
+                    println!("test {name} ... SKIPPED (set STRIDED_APPLY_BIG=1: needs ~30 GiB of device memory)");
+                    skipped += 1;
+                    continue;
+                }
                 let t = std::time::Instant::now();
                 match f(g) {
                     Ok(msg) => {

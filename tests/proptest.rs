@@ -269,7 +269,8 @@ fn op_rows() -> usize {
             rows += 1
         };
     }
-    #[allow(unused_imports, unused_variables)] // the table's `use`s and bindings, unused by counting
+    // The table's `use`s and bindings, which counting does not need.
+    #[allow(unused_imports, unused_variables)]
     {
         op_table!(count);
     }
