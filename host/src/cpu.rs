@@ -17,7 +17,7 @@ const CHUNK: u64 = 1 << 15;
 /// A raw pointer that may cross threads.
 #[derive(Clone, Copy)]
 struct SendPtr<T>(*mut T);
-// SAFETY: used only inside `for_each_offset`, where the planner proved that distinct linear
+// SAFETY: used only inside `for_each_row`'s runs, where the planner proved that distinct linear
 // indices reach distinct output elements, so no two threads touch the same element.
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
@@ -27,30 +27,23 @@ impl<T> SendPtr<T> {
     }
 }
 
-/// Calls `f(offsets)` for every linear index of the plan, where `offsets[k]` is operand
-/// `k`'s element offset from its base. Rows of the innermost dimension are walked by
-/// adding strides; IndexToOffset (the kernels' own [`Geometry::offsets`]) runs once per row.
-fn for_each_offset<const N: usize>(plan: &Plan<N>, f: impl Fn([isize; N]) + Sync) {
+/// Calls `row(offsets, len)` for runs of `len` consecutive linear indices of the plan,
+/// where `offsets[k]` is operand `k`'s element offset from its base at the run's first index
+/// and the run walks the innermost collapsed dimension (see [`inner_steps`]). A run never
+/// crosses a row of the innermost dimension nor a rayon task's chunk. IndexToOffset (the
+/// kernels' own [`Geometry::offsets`]) runs once per run.
+fn for_each_row<const N: usize>(plan: &Plan<N>, row: impl Fn([isize; N], usize) + Sync) {
     let g: Geometry<u64, MAX_DIMS, N> = plan.geometry();
     let run = |lo: u64, hi: u64| {
         if plan.ndim == 0 {
-            for i in lo..hi {
-                f([i as isize; N]);
-            }
+            row([lo as isize; N], (hi - lo) as usize);
             return;
         }
         let inner = plan.sizes[0];
-        let step: [isize; N] = std::array::from_fn(|k| plan.strides[k][0] as isize);
         let mut i = lo;
         while i < hi {
-            let mut off = g.offsets(i, plan.ndim);
             let row_end = (i - i % inner + inner).min(hi);
-            for _ in i..row_end {
-                f(off);
-                for k in 0..N {
-                    off[k] += step[k];
-                }
-            }
+            row(g.offsets(i, plan.ndim), (row_end - i) as usize);
             i = row_end;
         }
     };
@@ -61,6 +54,16 @@ fn for_each_offset<const N: usize>(plan: &Plan<N>, f: impl Fn([isize; N]) + Sync
         (0..chunks)
             .into_par_iter()
             .for_each(|c| run(c * CHUNK, ((c + 1) * CHUNK).min(plan.numel)));
+    }
+}
+
+/// Each operand's stride along a run of [`for_each_row`] (1 for every operand when the plan
+/// is contiguous).
+fn inner_steps<const N: usize>(plan: &Plan<N>) -> [isize; N] {
+    if plan.ndim == 0 {
+        [1; N]
+    } else {
+        std::array::from_fn(|k| plan.strides[k][0] as isize)
     }
 }
 
@@ -75,7 +78,7 @@ fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Regio
 
 macro_rules! cpu_apply {
     ($(#[$doc:meta])* $fn:ident, $trait:ident, $n:literal, out: $o:ident,
-     [$($x:ident: $t:ident),*], |$op:ident, $po:ident, $offs:ident, [$($px:ident),*]| $call:expr) => {
+     [$($x:ident: $t:ident @ $k:literal),*]) => {
         $(#[$doc])*
         pub fn $fn<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
             op: Op,
@@ -91,18 +94,40 @@ macro_rules! cpu_apply {
             if plan.numel == 0 {
                 return Ok(());
             }
-            let $po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
-            let mut _k = 0;
-            $(
-                _k += 1;
-                let $px = SendPtr($x.0.as_ptr().wrapping_add(plan.base[_k]) as *mut $t);
-            )*
-            let $op = op;
-            for_each_offset(&plan, |$offs: [isize; $n]| {
-                // SAFETY: `check_in` proved every offset of the plan inside its slice; the
-                // output offsets are distinct per index (no internal overlap), and inputs
-                // are only read.
-                unsafe { $call }
+            let po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
+            $( let $x = SendPtr($x.0.as_ptr().wrapping_add(plan.base[$k]) as *mut $t); )*
+            let step = inner_steps(&plan);
+            let unit = step.iter().all(|&s| s == 1);
+            for_each_row(&plan, |off: [isize; $n], len: usize| {
+                // SAFETY: `check_in` proved every offset of the plan inside its slice, and
+                // a run visits `off[k] + i * step[k]` for `i < len`, offsets of the plan. The
+                // output offsets are distinct per index (no internal overlap), so runs of
+                // different tasks write disjoint elements; the output (a unique borrow)
+                // cannot overlap the inputs (shared borrows), which are only read.
+                // Locals, not captures: a store through the output pointer could alias a
+                // captured value, which would then be reloaded after every element.
+                let (op, step) = (op, step);
+                unsafe {
+                    if unit {
+                        // Unit steps: the run is `len` adjacent elements of each operand.
+                        let o = std::slice::from_raw_parts_mut(po.get().offset(off[0]), len);
+                        $( let $x = std::slice::from_raw_parts(
+                            $x.get().offset(off[$k]).cast_const(), len); )*
+                        for (_i, o) in o.iter_mut().enumerate() {
+                            op.apply(o $(, $x[_i])*);
+                        }
+                    } else {
+                        // Running pointers; the step past the run's last element may
+                        // leave the buffer, hence `wrapping_offset` (never dereferenced).
+                        let mut o = po.get().offset(off[0]);
+                        $( let mut $x = $x.get().offset(off[$k]).cast_const(); )*
+                        for _ in 0..len {
+                            op.apply(&mut *o $(, *$x)*);
+                            o = o.wrapping_offset(step[0]);
+                            $( $x = $x.wrapping_offset(step[$k]); )*
+                        }
+                    }
+                }
             });
             Ok(())
         }
@@ -111,20 +136,152 @@ macro_rules! cpu_apply {
 
 cpu_apply!(
     /// CPU twin of [`apply1`](crate::api::apply1).
-    apply1, Op1, 1, out: T, [], |op, po, o, []| op.apply(&mut *po.get().offset(o[0]))
+    apply1, Op1, 1, out: T, []
 );
 cpu_apply!(
     /// CPU twin of [`apply2`](crate::api::apply2).
-    apply2, Op2, 2, out: O, [a: A], |op, po, o, [pa]| op.apply(&mut *po.get().offset(o[0]), *pa.get().offset(o[1]))
+    apply2, Op2, 2, out: O, [a: A @ 1]
 );
 cpu_apply!(
     /// CPU twin of [`apply3`](crate::api::apply3).
-    apply3, Op3, 3, out: O, [a: A, b: B],
-    |op, po, o, [pa, pb]| op.apply(&mut *po.get().offset(o[0]), *pa.get().offset(o[1]), *pb.get().offset(o[2]))
+    apply3, Op3, 3, out: O, [a: A @ 1, b: B @ 2]
 );
 cpu_apply!(
     /// CPU twin of [`apply4`](crate::api::apply4).
-    apply4, Op4, 4, out: O, [a: A, b: B, c: C],
-    |op, po, o, [pa, pb, pc]| op.apply(
-        &mut *po.get().offset(o[0]), *pa.get().offset(o[1]), *pb.get().offset(o[2]), *pc.get().offset(o[3]))
+    apply4, Op4, 4, out: O, [a: A @ 1, b: B @ 2, c: C @ 3]
 );
+
+#[cfg(test)]
+mod tests {
+    //! Layouts large enough for the parallel path (≥ 2 chunks), with rows that straddle
+    //! chunk boundaries, against a naive index-by-index walk. The conformance table in
+    //! `tests/` covers the layout classes on small shapes.
+    use super::*;
+    use gpu_kernels::ops::{Add, Cast, Fill, Fma};
+
+    fn values(len: usize, seed: u32) -> Vec<f32> {
+        let mut x = seed.wrapping_mul(2_654_435_761) | 1;
+        (0..len)
+            .map(|_| {
+                x ^= x << 13;
+                x ^= x >> 17;
+                x ^= x << 5;
+                (x >> 8) as f32
+            })
+            .collect()
+    }
+
+    /// Element offsets of `l` broadcast to `shape`, in row-major order of `shape`.
+    fn naive(l: &Layout, shape: &[usize]) -> Vec<usize> {
+        let l = l.broadcast_to(shape).unwrap();
+        let n: usize = shape.iter().product();
+        let mut idx = vec![0usize; shape.len()];
+        let mut out = Vec::with_capacity(n);
+        for _ in 0..n {
+            let off = idx
+                .iter()
+                .zip(l.strides())
+                .fold(l.offset() as isize, |acc, (&i, &s)| acc + i as isize * s);
+            out.push(off as usize);
+            for d in (0..shape.len()).rev() {
+                idx[d] += 1;
+                if idx[d] < shape[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        out
+    }
+
+    fn dense(shape: &[usize]) -> Layout {
+        Layout::contiguous(shape).unwrap()
+    }
+
+    /// `(name, out, a, b)` layouts over buffers of `out.numel()`-ish elements.
+    fn cases() -> Vec<(&'static str, Layout, Layout, Layout)> {
+        let s = [301usize, 263];
+        vec![
+            ("contiguous", dense(&s), dense(&s), dense(&s)),
+            (
+                "1-d odd length",
+                dense(&[70_001]),
+                dense(&[70_001]),
+                dense(&[70_001]),
+            ),
+            ("broadcast row", dense(&s), dense(&s), dense(&[1, 263])),
+            ("broadcast col", dense(&s), dense(&s), dense(&[301, 1])),
+            (
+                "transposed",
+                dense(&s),
+                dense(&[263, 301]).transpose(0, 1).unwrap(),
+                dense(&s),
+            ),
+            (
+                "slice step 2",
+                dense(&s),
+                dense(&[301, 526]).slice(1, None, None, 2).unwrap(),
+                dense(&s),
+            ),
+            (
+                "flipped, offset out",
+                dense(&[305, 263]).slice(0, Some(2), Some(303), 1).unwrap(),
+                dense(&s).flip(0).unwrap().flip(1).unwrap(),
+                dense(&s),
+            ),
+            (
+                "permuted 4-d",
+                dense(&[37, 9, 11, 29]),
+                dense(&[29, 9, 37, 11]).permute(&[2, 1, 3, 0]).unwrap(),
+                dense(&[37, 9, 11, 29]),
+            ),
+        ]
+    }
+
+    fn len_of(l: &Layout) -> usize {
+        l.span("t").unwrap().map_or(0, |s| s.max as usize + 1)
+    }
+
+    #[test]
+    fn large_layouts_match_naive_walk() {
+        for (name, lo, la, lb) in cases() {
+            let shape = lo.shape().to_vec();
+            let (a, b) = (values(len_of(&la), 1), values(len_of(&lb), 2));
+            let c = values(len_of(&lb), 3);
+            let (no, na, nb) = (naive(&lo, &shape), naive(&la, &shape), naive(&lb, &shape));
+            let poison = -1.0f32;
+
+            let mut got = vec![poison; len_of(&lo)];
+            apply3(Add, (&mut got, &lo), (&a, &la), (&b, &lb)).unwrap();
+            let mut expect = vec![poison; len_of(&lo)];
+            for i in 0..no.len() {
+                Op3::apply(&Add, &mut expect[no[i]], a[na[i]], b[nb[i]]);
+            }
+            assert!(got == expect, "apply3 {name}");
+
+            let mut got = vec![poison; len_of(&lo)];
+            apply2(Cast, (&mut got, &lo), (&a, &la)).unwrap();
+            let mut expect = vec![poison; len_of(&lo)];
+            for i in 0..no.len() {
+                expect[no[i]] = a[na[i]];
+            }
+            assert!(got == expect, "apply2 {name}");
+
+            let mut got = vec![poison; len_of(&lo)];
+            apply1(Fill(7.0f32), (&mut got, &lo)).unwrap();
+            let mut expect = vec![poison; len_of(&lo)];
+            for &o in &no {
+                expect[o] = 7.0;
+            }
+            assert!(got == expect, "apply1 {name}");
+
+            let mut got = vec![poison; len_of(&lo)];
+            apply4(Fma, (&mut got, &lo), (&a, &la), (&b, &lb), (&c, &lb)).unwrap();
+            let mut expect = vec![poison; len_of(&lo)];
+            for i in 0..no.len() {
+                Op4::apply(&Fma, &mut expect[no[i]], a[na[i]], b[nb[i]], c[nb[i]]);
+            }
+            assert!(got == expect, "apply4 {name}");
+        }
+    }
+}
