@@ -13,12 +13,15 @@ mod common;
 use common::stencil::{input_layouts, output_layouts};
 use strided_apply::{stencil, Error, Layout};
 
+/// A stencil written against `at(dx, dy, dz)`, the clamped neighbour read.
+type Formula = dyn Fn(&dyn Fn(i64, i64, i64) -> f64) -> f64;
+
 /// Element offset of multi-index `idx` in `l` (broadcast axes of size 1 read index 0).
 fn offset(l: &Layout, idx: &[usize]) -> usize {
     let mut o = l.offset() as isize;
-    for d in 0..idx.len() {
-        let i = if l.shape()[d] == 1 { 0 } else { idx[d] };
-        o += i as isize * l.strides()[d];
+    for ((&i, &n), &s) in idx.iter().zip(l.shape()).zip(l.strides()) {
+        let i = if n == 1 { 0 } else { i };
+        o += i as isize * s;
     }
     o as usize
 }
@@ -49,7 +52,7 @@ fn naive(
     out_len: usize,
     input: (&[f64], &Layout),
     axes: &[usize],
-    f: &dyn Fn(&dyn Fn(i64, i64, i64) -> f64) -> f64,
+    f: &Formula,
 ) -> Vec<f64> {
     let mut res = vec![f64::NAN; out_len];
     for idx in indices(shape) {
@@ -71,7 +74,7 @@ fn check<S: Stencil<f64> + Copy>(
     op: S,
     axes: &[usize],
     shape: &[usize],
-    f: &dyn Fn(&dyn Fn(i64, i64, i64) -> f64) -> f64,
+    f: &Formula,
 ) -> usize {
     let mut cases = 0;
     let mut seed = 0x5eed_u64;

@@ -109,11 +109,12 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             )
         };
     }
-    if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
+    if let Some((g, t, shape, variant)) = tiled_geometry(gpu, names, plan, &elem_sizes) {
         let mut args = params(&op, &t, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
-        // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
-        return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, &mut args) };
+        // as `kernels!` declares for the tiled variants; `tiled_geometry` sized the launch
+        // for the variant it chose.
+        return unsafe { gpu.launch(names, variant, shape, stream, &mut args) };
     }
     unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
@@ -142,7 +143,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     unsafe {
         match plan.variant {
             // The planner never picks Vec or Tiled itself; they are chosen above.
-            Variant::Contig | Variant::Vec | Variant::Tiled => {
+            Variant::Contig | Variant::Vec | Variant::Tiled | Variant::Tiled2 => {
                 go::<Op, u64, 1, N>(gpu, names, &op, plan, ptrs, stream)
             }
             Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, plan, ptrs, stream),
@@ -199,10 +200,11 @@ fn vec_geometry<const N: usize>(
 /// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
 /// Axes are reordered to `[0, j, batch…]`; inputs not coalesced along axis 0 are staged.
 fn tiled_geometry<const N: usize>(
+    gpu: &Gpu,
     names: &KernelNames,
     plan: &Plan<N>,
     elem_sizes: &[usize; N],
-) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape)> {
+) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape, Variant)> {
     let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
     if names.tiled.is_empty() || !fits || plan.strides[0][0] != 1 {
         return None;
@@ -235,14 +237,19 @@ fn tiled_geometry<const N: usize>(
     let shared: usize = (1..N)
         .map(|k| gpu_kernels::stage_bytes(elem_sizes[k]))
         .sum();
+    let (variant, rows) = match gpu.tile_rows() {
+        2 => (Variant::Tiled2, 2),
+        _ => (Variant::Tiled, gpu_kernels::TILE_ROWS),
+    };
     (blocks <= i32::MAX as u64).then_some((
         g,
         t,
         LaunchShape {
             grid: blocks as u32,
-            block: (gpu_kernels::TILE, gpu_kernels::TILE_ROWS),
+            block: (gpu_kernels::TILE, rows),
             shared_bytes: shared as u32,
         },
+        variant,
     ))
 }
 

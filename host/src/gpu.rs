@@ -38,6 +38,14 @@ fn blocks_per_sm() -> u64 {
     })
 }
 
+/// Rows of threads of a tiled block: `STRIDED_APPLY_TILE_ROWS` (2 or 4), default 4.
+fn default_tile_rows() -> u32 {
+    match std::env::var("STRIDED_APPLY_TILE_ROWS").ok().as_deref() {
+        Some("2") => 2,
+        _ => gpu_kernels::TILE_ROWS,
+    }
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LaunchShape {
@@ -60,6 +68,8 @@ pub struct Gpu {
     sm_count: u32,
     images: RwLock<HashMap<&'static str, ModuleImage>>,
     modules: RwLock<HashMap<&'static str, Arc<CudaModule>>>,
+    /// Rows of threads of a tiled block (a tuning knob, see [`Gpu::set_tile_rows`]).
+    tile_rows: std::sync::atomic::AtomicU32,
     /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
     functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
@@ -112,6 +122,7 @@ impl Gpu {
             images: RwLock::default(),
             modules: RwLock::default(),
             functions: RwLock::default(),
+            tile_rows: default_tile_rows().into(),
         })
     }
 
@@ -126,7 +137,21 @@ impl Gpu {
             images: RwLock::new(self.images.read().map(|m| m.clone()).unwrap_or_default()),
             modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
             functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
+            tile_rows: self.tile_rows().into(),
         })
+    }
+
+    /// Rows of threads per block of the tiled variant: 2 or 4 (`TILE × rows` threads, each
+    /// covering `TILE / rows` rows of a tile). A tuning knob; other values select 4.
+    pub fn set_tile_rows(&self, rows: u32) {
+        let rows = if rows == 2 { 2 } else { gpu_kernels::TILE_ROWS };
+        self.tile_rows
+            .store(rows, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The current tiled block rows (see [`set_tile_rows`](Self::set_tile_rows)).
+    pub fn tile_rows(&self) -> u32 {
+        self.tile_rows.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes a kernel crate's PTX available; it is loaded on first use.
