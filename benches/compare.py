@@ -22,6 +22,7 @@ for (case, dtype, n), impls in by.items():
         o, p = impls.get("strided-apply", {}), impls.get("pytorch", {})
         lines.append(f"| tiny add, host µs/call | {dtype} | {n} | {o.get('host_us', '-')} µs | - | {p.get('host_us', '-')} µs | - | - | - | - |")
         lines.append(f"| tiny add, host µs/call, bursts of 200 | {dtype} | {n} | {o.get('burst_host_us', '-')} µs | - | {p.get('burst_host_us', '-')} µs | - | - | - | - |")
+        lines.append(f"| tiny add, cuLaunchKernel alone, bursts of 200 | {dtype} | {n} | {o.get('driver_launch_us', '-')} µs | - | - | - | - | - | - |")
         continue
     o = impls.get("strided-apply", {}).get("gbps")
     p = impls.get("pytorch", {}).get("gbps")

@@ -42,106 +42,113 @@ fn offsets<I: Index, const D: usize, const N: usize>(
     }
 }
 
-/// Indices a thread handles per iteration of the scalar bodies: the fixed variants (`c`,
-/// `d1`..`d3`) load the inputs of `UNROLL` elements before applying the op to any of
-/// them, so several loads per thread are in flight (memory-level parallelism); the
-/// generic variants keep one (their IndexToOffset is long and their code would grow).
-pub const UNROLL: usize = 4;
-
-/// Unroll factor of a scalar body with `D` compile-time dimensions.
-pub const fn unroll_for(d: usize) -> usize {
-    if d <= 3 {
-        UNROLL
-    } else {
-        1
-    }
-}
-
-/// Input `k`'s values at the group's valid offsets.
+/// `apply1`: `op(&mut x[i])`.
+///
+/// # Safety
+/// See the module documentation.
 #[inline(always)]
-unsafe fn load_group<T: Copy, const N: usize, const U: usize>(
-    u: usize,
-    ok: &[bool; U],
-    offs: &[[isize; N]; U],
-    k: usize,
-    p: *const T,
-) -> [core::mem::MaybeUninit<T>; U] {
-    let mut v = [core::mem::MaybeUninit::uninit(); U];
-    let mut j = 0;
-    while j < u {
-        if ok[j] {
-            v[j] = core::mem::MaybeUninit::new(*p.offset(offs[j][k]));
-        }
-        j += 1;
+pub unsafe fn apply1<Op: Op1<T>, T, I: Index, const D: usize>(
+    op: Op,
+    n: I,
+    g: &Geometry<I, D, 1>,
+    ndim: usize,
+    x: *mut T,
+    first: I,
+    step: I,
+) {
+    let mut i = first;
+    while i < n {
+        let [xo] = offsets(g, i, ndim);
+        op.apply(&mut *x.offset(xo));
+        i = i.wadd(step);
     }
-    v
 }
 
-macro_rules! scalar_body {
-    ($(#[$doc:meta])* $name:ident, $trait:ident, $n:literal, [$($x:ident: $t:ident = $k:literal),*]) => {
-        $(#[$doc])*
-        ///
-        /// # Safety
-        /// See the module documentation.
-        #[inline(always)]
-        #[allow(clippy::too_many_arguments)]
-        pub unsafe fn $name<Op: $trait<O $(, $t)*>, O $(, $t: Copy)*, I: Index, const D: usize>(
-            op: Op,
-            n: I,
-            g: &Geometry<I, D, $n>,
-            ndim: usize,
-            out: *mut O,
-            $($x: *const $t,)*
-            first: I,
-            step: I,
-        ) {
-            const U: usize = UNROLL;
-            let u = unroll_for(D);
-            let mut i = first;
-            while i < n {
-                // Indices i, i + step, … while below n: each is formed only from one below
-                // n, so with n + step within I (the planner's bound) nothing wraps.
-                let mut offs = [[0isize; $n]; U];
-                let mut ok = [false; U];
-                let mut j = 0;
-                while j < u {
-                    if i < n {
-                        ok[j] = true;
-                        offs[j] = offsets(g, i, ndim);
-                        i = i.wadd(step);
-                    }
-                    j += 1;
-                }
-                // Every input load of the group first, then the op and the stores.
-                $( let $x = load_group::<$t, $n, U>(u, &ok, &offs, $k, $x); )*
-                let mut j = 0;
-                while j < u {
-                    if ok[j] {
-                        op.apply(&mut *out.offset(offs[j][0]) $(, $x[j].assume_init())*);
-                    }
-                    j += 1;
-                }
-            }
-        }
-    };
+/// `apply2`: `op(&mut out[i], a[i])`.
+///
+/// # Safety
+/// See the module documentation.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply2<Op: Op2<O, A>, O, A: Copy, I: Index, const D: usize>(
+    op: Op,
+    n: I,
+    g: &Geometry<I, D, 2>,
+    ndim: usize,
+    out: *mut O,
+    a: *const A,
+    first: I,
+    step: I,
+) {
+    let mut i = first;
+    while i < n {
+        let [oo, ao] = offsets(g, i, ndim);
+        let av = *a.offset(ao);
+        op.apply(&mut *out.offset(oo), av);
+        i = i.wadd(step);
+    }
 }
 
-scalar_body!(
-    /// `apply1`: `op(&mut x[i])`.
-    apply1, Op1, 1, []
-);
-scalar_body!(
-    /// `apply2`: `op(&mut out[i], a[i])`.
-    apply2, Op2, 2, [a: A = 1]
-);
-scalar_body!(
-    /// `apply3`: `op(&mut out[i], a[i], b[i])`.
-    apply3, Op3, 3, [a: A = 1, b: B = 2]
-);
-scalar_body!(
-    /// `apply4`: `op(&mut out[i], a[i], b[i], c[i])`.
-    apply4, Op4, 4, [a: A = 1, b: B = 2, c: C = 3]
-);
+/// `apply3`: `op(&mut out[i], a[i], b[i])`.
+///
+/// # Safety
+/// See the module documentation.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply3<Op: Op3<O, A, B>, O, A: Copy, B: Copy, I: Index, const D: usize>(
+    op: Op,
+    n: I,
+    g: &Geometry<I, D, 3>,
+    ndim: usize,
+    out: *mut O,
+    a: *const A,
+    b: *const B,
+    first: I,
+    step: I,
+) {
+    let mut i = first;
+    while i < n {
+        let [oo, ao, bo] = offsets(g, i, ndim);
+        let (av, bv) = (*a.offset(ao), *b.offset(bo));
+        op.apply(&mut *out.offset(oo), av, bv);
+        i = i.wadd(step);
+    }
+}
+
+/// `apply4`: `op(&mut out[i], a[i], b[i], c[i])`.
+///
+/// # Safety
+/// See the module documentation.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn apply4<
+    Op: Op4<O, A, B, C>,
+    O,
+    A: Copy,
+    B: Copy,
+    C: Copy,
+    I: Index,
+    const D: usize,
+>(
+    op: Op,
+    n: I,
+    g: &Geometry<I, D, 4>,
+    ndim: usize,
+    out: *mut O,
+    a: *const A,
+    b: *const B,
+    c: *const C,
+    first: I,
+    step: I,
+) {
+    let mut i = first;
+    while i < n {
+        let [oo, ao, bo, co] = offsets(g, i, ndim);
+        let (av, bv, cv) = (*a.offset(ao), *b.offset(bo), *c.offset(co));
+        op.apply(&mut *out.offset(oo), av, bv, cv);
+        i = i.wadd(step);
+    }
+}
 
 /// `E` elements of `T` with 16-byte alignment: loads and stores of a chunk compile to
 /// 16-byte vector instructions (`ld.global.v4.b32`, …).

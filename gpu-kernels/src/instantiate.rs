@@ -13,9 +13,6 @@ pub enum Variant {
     Vec,
     /// Shared-memory tiles for operands that disagree on their fastest axis (apply2/apply3).
     Tiled,
-    /// [`Tiled`](Variant::Tiled) with blocks of `TILE × 2` threads: twice the rows, so twice
-    /// the loads in flight, per thread.
-    Tiled2,
     /// Every operand dense in the same order: offset = linear index (64-bit index).
     Contig,
     /// One collapsed dimension, 32-bit index.
@@ -49,9 +46,6 @@ pub struct KernelNames {
     pub vec: &'static str,
     /// Empty for arities without a tiled variant (apply1, apply4).
     pub tiled: &'static str,
-    /// The tiled variant with blocks of `TILE × 2` threads (16 rows per thread); empty
-    /// where `tiled` is.
-    pub tiled2: &'static str,
     pub contig: &'static str,
     pub d1: &'static str,
     pub d2: &'static str,
@@ -65,7 +59,6 @@ impl KernelNames {
         match v {
             Variant::Vec => self.vec,
             Variant::Tiled => self.tiled,
-            Variant::Tiled2 => self.tiled2,
             Variant::Contig => self.contig,
             Variant::D1 => self.d1,
             Variant::D2 => self.d2,
@@ -187,8 +180,7 @@ macro_rules! kernels {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
                 vec: concat!($(stringify!($part), "_",)+ "v"),
-                tiled: $crate::kernels!(@tiled_name $body [$($part)+] "t"),
-                tiled2: $crate::kernels!(@tiled_name $body [$($part)+] "t2"),
+                tiled: $crate::kernels!(@tiled_name $body [$($part)+]),
                 contig: concat!($(stringify!($part), "_",)+ "c"),
                 d1: concat!($(stringify!($part), "_",)+ "d1"),
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
@@ -249,22 +241,20 @@ macro_rules! kernels {
     (@vec_call apply4, $e:ident, $op:expr, $n:expr, $g:expr, ($($p:ident),+), $f:ident, $s:ident) => {
         $crate::apply::apply4_vec::<_, _, _, _, _, $e>($op, $n, $g, $($p),+, $f, $s)
     };
-    (@tiled_name apply2 [$($part:ident)+] $v:literal) => { concat!($(stringify!($part), "_",)+ $v) };
-    (@tiled_name apply3 [$($part:ident)+] $v:literal) => { concat!($(stringify!($part), "_",)+ $v) };
-    (@tiled_name $other:ident [$($part:ident)+] $v:literal) => { "" };
+    (@tiled_name apply2 [$($part:ident)+]) => { concat!($(stringify!($part), "_",)+ "t") };
+    (@tiled_name apply3 [$($part:ident)+]) => { concat!($(stringify!($part), "_",)+ "t") };
+    (@tiled_name $other:ident [$($part:ident)+]) => { "" };
     (@tiled_entry apply2 [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
-        $crate::kernels!(@tiled_fn apply2_tiled "t" { $crate::TILE_ROWS } [$($part)+] $op; $n; ($($p: $pt),+));
-        $crate::kernels!(@tiled_fn apply2_tiled "t2" 2 [$($part)+] $op; $n; ($($p: $pt),+));
+        $crate::kernels!(@tiled_fn apply2_tiled [$($part)+] $op; $n; ($($p: $pt),+));
     };
     (@tiled_entry apply3 [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
-        $crate::kernels!(@tiled_fn apply3_tiled "t" { $crate::TILE_ROWS } [$($part)+] $op; $n; ($($p: $pt),+));
-        $crate::kernels!(@tiled_fn apply3_tiled "t2" 2 [$($part)+] $op; $n; ($($p: $pt),+));
+        $crate::kernels!(@tiled_fn apply3_tiled [$($part)+] $op; $n; ($($p: $pt),+));
     };
     (@tiled_entry $other:ident $($rest:tt)*) => {};
-    (@tiled_fn $f:ident $v:literal $r:tt [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
+    (@tiled_fn $f:ident [$($part:ident)+] $op:ty; $n:literal; ($($p:ident: $pt:ty),+)) => {
         #[cfg(target_arch = "nvptx64")]
         const _: () = {
-            #[export_name = concat!($(stringify!($part), "_",)+ $v)]
+            #[export_name = concat!($(stringify!($part), "_",)+ "t")]
             #[allow(improper_ctypes_definitions)]
             unsafe extern "ptx-kernel" fn entry(
                 op: $crate::apply::OpArg<$op>,
@@ -272,9 +262,9 @@ macro_rules! kernels {
                 g: $crate::Geometry<u32, 5, $n>,
                 $($p: $pt),+
             ) {
-                // SAFETY: the launcher sized the grid, block (`TILE × R` threads) and shared
-                // memory as this tiled entry requires; the planner proved the Geometry invariants.
-                unsafe { $crate::tiled::$f(op.op, &g, &t, $crate::tiled::Rows::<$r>, $($p),+) }
+                // SAFETY: the launcher sized the grid, block and shared memory as the tiled
+                // variant requires; the planner proved the Geometry invariants.
+                unsafe { $crate::tiled::$f(op.op, &g, &t, $($p),+) }
             }
         };
     };

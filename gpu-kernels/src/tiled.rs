@@ -1,6 +1,6 @@
 //! The tiled variant, for operands that disagree on their fastest axis (`A + Bᵀ`, a
 //! permuted copy). Axis 0 of the geometry is the output's unit-stride axis, axis 1 a staged
-//! input's unit-stride axis, axes 2..ndim are a batch. A block of `TILE × R` threads
+//! input's unit-stride axis, axes 2..ndim are a batch. A block of `TILE × TILE_ROWS` threads
 //! covers one `TILE × TILE` tile of axes (0, 1) of one batch element:
 //! 1. staged inputs are read with consecutive threads along axis 1 (coalesced for them) into
 //!    shared memory, padded to `TILE + 1` columns so neither phase has bank conflicts;
@@ -12,15 +12,10 @@
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{stage_bytes, TileArg, TILE};
+use crate::{stage_bytes, TileArg, TILE, TILE_ROWS};
 use core::mem::MaybeUninit;
 
 const PITCH: u32 = TILE + 1;
-
-/// Rows of threads per block (`R`), passed as a value so entry points need not spell out
-/// every type parameter.
-#[derive(Clone, Copy, Debug)]
-pub struct Rows<const R: u32>;
 
 /// Offsets of element `(x, y)` of this block's batch element.
 #[inline(always)]
@@ -68,7 +63,7 @@ fn block_origin<const N: usize>(
 
 /// Stages input `k` (element type `T`) of this tile into `stage`.
 #[inline(always)]
-unsafe fn stage_in<T: Copy, const N: usize, const R: u32>(
+unsafe fn stage_in<T: Copy, const N: usize>(
     g: &Geometry<u32, 5, N>,
     base: &[u32; N],
     k: usize,
@@ -82,33 +77,28 @@ unsafe fn stage_in<T: Copy, const N: usize, const R: u32>(
         if x < g.sizes[0] && y < g.sizes[1] {
             *stage.add((r * PITCH + tx) as usize) = *src.offset(at(g, base, k, x, y));
         }
-        r += R;
+        r += TILE_ROWS;
     }
 }
 
-/// Rows of a tile each thread covers in a block of `TILE × R` threads.
-const fn rows(r: u32) -> usize {
-    (TILE / r) as usize
-}
-/// Capacity of the per-thread prefetch arrays (the fewest rows of threads is 1).
-const MAX_ROWS: usize = TILE as usize;
+const ROWS: usize = (TILE / TILE_ROWS) as usize;
 
-/// Input `k` at the thread's phase-2 positions `(x0 + tx, y0 + ty + i * R)`:
+/// Input `k` at the thread's phase-2 positions `(x0 + tx, y0 + ty + i * TILE_ROWS)`:
 /// staged inputs come later from shared memory; the others are loaded here, before the
 /// barrier, so all of the tile's global loads are in flight together.
 #[inline(always)]
-unsafe fn prefetch<T: Copy, const N: usize, const R: u32>(
+unsafe fn prefetch<T: Copy, const N: usize>(
     g: &Geometry<u32, 5, N>,
     base: &[u32; N],
     k: usize,
     src: *const T,
     (x0, y0, tx, ty): (u32, u32, u32, u32),
-) -> [MaybeUninit<T>; MAX_ROWS] {
-    let mut v = [MaybeUninit::uninit(); MAX_ROWS];
+) -> [MaybeUninit<T>; ROWS] {
+    let mut v = [MaybeUninit::uninit(); ROWS];
     let x = x0 + tx;
     let mut i = 0;
-    while i < rows(R) {
-        let y = y0 + ty + i as u32 * R;
+    while i < ROWS {
+        let y = y0 + ty + i as u32 * TILE_ROWS;
         if x < g.sizes[0] && y < g.sizes[1] {
             v[i] = MaybeUninit::new(*src.offset(at(g, base, k, x, y)));
         }
@@ -121,7 +111,7 @@ unsafe fn prefetch<T: Copy, const N: usize, const R: u32>(
 #[inline(always)]
 unsafe fn value<T: Copy>(
     stage: Option<*const T>,
-    pre: &[MaybeUninit<T>; MAX_ROWS],
+    pre: &[MaybeUninit<T>; ROWS],
     tx: u32,
     r: u32,
     i: usize,
@@ -136,14 +126,13 @@ unsafe fn value<T: Copy>(
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
-/// `TILE × R` threads per block (`R` divides `TILE`), `tiles_x * tiles_y * batch` blocks, and
+/// `TILE × TILE_ROWS` threads per block, `tiles_x * tiles_y * batch` blocks, and
 /// `stage_bytes(size_of::<A>())` bytes of dynamic shared memory.
 #[inline(always)]
-pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy, const R: u32>(
+pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     op: Op,
     g: &Geometry<u32, 5, 2>,
     t: &TileArg,
-    _rows: Rows<R>,
     out: *mut O,
     a: *const A,
 ) {
@@ -152,16 +141,16 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy, const R: u32>(
     let sa = shared_base() as *mut A;
     let stage_a = t.staged & 1 != 0;
     let pa = if stage_a {
-        stage_in::<A, _, R>(g, &base, 1, a, sa, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); MAX_ROWS]
+        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
+        [MaybeUninit::uninit(); ROWS]
     } else {
-        prefetch::<A, _, R>(g, &base, 1, a, (x0, y0, tx, ty))
+        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
     };
     sync_threads();
     let x = x0 + tx;
     let mut i = 0;
-    while i < rows(R) {
-        let r = ty + i as u32 * R;
+    while i < ROWS {
+        let r = ty + i as u32 * TILE_ROWS;
         let y = y0 + r;
         if x < g.sizes[0] && y < g.sizes[1] {
             let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);
@@ -177,11 +166,10 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy, const R: u32>(
 /// As [`apply2_tiled`], with `stage_bytes(size_of::<A>()) + stage_bytes(size_of::<B>())`
 /// bytes of dynamic shared memory (input 2's stage follows input 1's).
 #[inline(always)]
-pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy, const R: u32>(
+pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     op: Op,
     g: &Geometry<u32, 5, 3>,
     t: &TileArg,
-    _rows: Rows<R>,
     out: *mut O,
     a: *const A,
     b: *const B,
@@ -192,22 +180,22 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy, const R: u32>(
     let sb = shared_base().add(stage_bytes(core::mem::size_of::<A>())) as *mut B;
     let (stage_a, stage_b) = (t.staged & 1 != 0, t.staged & 2 != 0);
     let pa = if stage_a {
-        stage_in::<A, _, R>(g, &base, 1, a, sa, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); MAX_ROWS]
+        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
+        [MaybeUninit::uninit(); ROWS]
     } else {
-        prefetch::<A, _, R>(g, &base, 1, a, (x0, y0, tx, ty))
+        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
     };
     let pb = if stage_b {
-        stage_in::<B, _, R>(g, &base, 2, b, sb, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); MAX_ROWS]
+        stage_in(g, &base, 2, b, sb, (x0, y0, tx, ty));
+        [MaybeUninit::uninit(); ROWS]
     } else {
-        prefetch::<B, _, R>(g, &base, 2, b, (x0, y0, tx, ty))
+        prefetch(g, &base, 2, b, (x0, y0, tx, ty))
     };
     sync_threads();
     let x = x0 + tx;
     let mut i = 0;
-    while i < rows(R) {
-        let r = ty + i as u32 * R;
+    while i < ROWS {
+        let r = ty + i as u32 * TILE_ROWS;
         let y = y0 + r;
         if x < g.sizes[0] && y < g.sizes[1] {
             let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);

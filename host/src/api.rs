@@ -105,16 +105,15 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
                 Variant::Vec,
                 gpu.shape_per_thread(n.div_ceil(width)),
                 stream,
-                &mut args,
+                args.as_mut(),
             )
         };
     }
-    if let Some((g, t, shape, variant)) = tiled_geometry(gpu, names, plan, &elem_sizes) {
+    if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
         let mut args = params(&op, &t, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
-        // as `kernels!` declares for the tiled variants; `tiled_geometry` sized the launch
-        // for the variant it chose.
-        return unsafe { gpu.launch(names, variant, shape, stream, &mut args) };
+        // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
+        return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, args.as_mut()) };
     }
     unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
@@ -135,7 +134,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
                 plan.variant,
                 gpu.shape_1d(plan.numel),
                 stream,
-                &mut args,
+                args.as_mut(),
             )
         }
     }
@@ -143,7 +142,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
     unsafe {
         match plan.variant {
             // The planner never picks Vec or Tiled itself; they are chosen above.
-            Variant::Contig | Variant::Vec | Variant::Tiled | Variant::Tiled2 => {
+            Variant::Contig | Variant::Vec | Variant::Tiled => {
                 go::<Op, u64, 1, N>(gpu, names, &op, plan, ptrs, stream)
             }
             Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, plan, ptrs, stream),
@@ -158,18 +157,32 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
 /// Kernel parameters in the order every variant declares them: the op, a scalar (the
 /// element count or the tile arguments), the geometry, then one device pointer per operand.
 /// The pointers in the result point into the arguments, which must outlive the launch.
-fn params<Op, S, G, const N: usize>(
-    op: &OpArg<Op>,
-    scalar: &S,
-    g: &G,
-    ptrs: &[u64; N],
-) -> Vec<*mut c_void> {
-    let mut args: Vec<*mut c_void> = Vec::with_capacity(3 + N);
-    args.push(op as *const OpArg<Op> as *mut c_void);
-    args.push(scalar as *const S as *mut c_void);
-    args.push(g as *const G as *mut c_void);
-    args.extend(ptrs.iter().map(|p| p as *const u64 as *mut c_void));
-    args
+/// A fixed array (no allocation per launch); [`Params::as_mut`] is the used part.
+fn params<Op, S, G, const N: usize>(op: &OpArg<Op>, scalar: &S, g: &G, ptrs: &[u64; N]) -> Params {
+    const { assert!(N <= 4, "apply kernels take at most 4 operands") };
+    let mut p = Params {
+        args: [std::ptr::null_mut(); 3 + 4],
+        len: 3 + N,
+    };
+    p.args[0] = op as *const OpArg<Op> as *mut c_void;
+    p.args[1] = scalar as *const S as *mut c_void;
+    p.args[2] = g as *const G as *mut c_void;
+    for (slot, ptr) in p.args[3..].iter_mut().zip(ptrs) {
+        *slot = ptr as *const u64 as *mut c_void;
+    }
+    p
+}
+
+/// A launch's parameter pointers (at most 4 operands).
+struct Params {
+    args: [*mut c_void; 3 + 4],
+    len: usize,
+}
+
+impl Params {
+    fn as_mut(&mut self) -> &mut [*mut c_void] {
+        &mut self.args[..self.len]
+    }
 }
 
 /// The vectorised variant's geometry when it applies: every base pointer 16-byte aligned,
@@ -200,11 +213,10 @@ fn vec_geometry<const N: usize>(
 /// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
 /// Axes are reordered to `[0, j, batch…]`; inputs not coalesced along axis 0 are staged.
 fn tiled_geometry<const N: usize>(
-    gpu: &Gpu,
     names: &KernelNames,
     plan: &Plan<N>,
     elem_sizes: &[usize; N],
-) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape, Variant)> {
+) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape)> {
     let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
     if names.tiled.is_empty() || !fits || plan.strides[0][0] != 1 {
         return None;
@@ -237,19 +249,14 @@ fn tiled_geometry<const N: usize>(
     let shared: usize = (1..N)
         .map(|k| gpu_kernels::stage_bytes(elem_sizes[k]))
         .sum();
-    let (variant, rows) = match gpu.tile_rows() {
-        2 => (Variant::Tiled2, 2),
-        _ => (Variant::Tiled, gpu_kernels::TILE_ROWS),
-    };
     (blocks <= i32::MAX as u64).then_some((
         g,
         t,
         LaunchShape {
             grid: blocks as u32,
-            block: (gpu_kernels::TILE, rows),
+            block: (gpu_kernels::TILE, gpu_kernels::TILE_ROWS),
             shared_bytes: shared as u32,
         },
-        variant,
     ))
 }
 

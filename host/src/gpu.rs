@@ -38,14 +38,6 @@ fn blocks_per_sm() -> u64 {
     })
 }
 
-/// Rows of threads of a tiled block: `STRIDED_APPLY_TILE_ROWS` (2 or 4), default 4.
-fn default_tile_rows() -> u32 {
-    match std::env::var("STRIDED_APPLY_TILE_ROWS").ok().as_deref() {
-        Some("2") => 2,
-        _ => gpu_kernels::TILE_ROWS,
-    }
-}
-
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LaunchShape {
@@ -68,8 +60,6 @@ pub struct Gpu {
     sm_count: u32,
     images: RwLock<HashMap<&'static str, ModuleImage>>,
     modules: RwLock<HashMap<&'static str, Arc<CudaModule>>>,
-    /// Rows of threads of a tiled block (a tuning knob, see [`Gpu::set_tile_rows`]).
-    tile_rows: std::sync::atomic::AtomicU32,
     /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
     functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
@@ -122,7 +112,6 @@ impl Gpu {
             images: RwLock::default(),
             modules: RwLock::default(),
             functions: RwLock::default(),
-            tile_rows: default_tile_rows().into(),
         })
     }
 
@@ -137,21 +126,7 @@ impl Gpu {
             images: RwLock::new(self.images.read().map(|m| m.clone()).unwrap_or_default()),
             modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
             functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
-            tile_rows: self.tile_rows().into(),
         })
-    }
-
-    /// Rows of threads per block of the tiled variant: 2 or 4 (`TILE × rows` threads, each
-    /// covering `TILE / rows` rows of a tile). A tuning knob; other values select 4.
-    pub fn set_tile_rows(&self, rows: u32) {
-        let rows = if rows == 2 { 2 } else { gpu_kernels::TILE_ROWS };
-        self.tile_rows
-            .store(rows, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The current tiled block rows (see [`set_tile_rows`](Self::set_tile_rows)).
-    pub fn tile_rows(&self) -> u32 {
-        self.tile_rows.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Makes a kernel crate's PTX available; it is loaded on first use.
@@ -238,12 +213,9 @@ impl Gpu {
         Ok(())
     }
 
-    /// Kernel `kernel` of module `module`, loaded once and cached.
-    pub(crate) fn function_named(
-        &self,
-        module: &'static str,
-        kernel: &'static str,
-    ) -> Result<CudaFunction> {
+    /// Kernel `kernel` of module `module` (loaded on first use and cached), for callers
+    /// that launch kernels themselves through cudarc (re-exported as `cudarc`).
+    pub fn kernel(&self, module: &'static str, kernel: &'static str) -> Result<CudaFunction> {
         if let Some(f) = self
             .functions
             .read()
@@ -330,14 +302,24 @@ impl Gpu {
         stream: sys::CUstream,
         args: &mut [*mut c_void],
     ) -> Result<()> {
-        let f = self.function_named(module, kernel)?;
+        // The raw handle under the read lock (no clone of the cached function): the
+        // module it belongs to stays in `modules` as long as this Gpu.
+        let cached = self
+            .functions
+            .read()
+            .ok()
+            .and_then(|f| f.get(&(module, kernel)).map(|f| f.cu_function()));
+        let f = match cached {
+            Some(f) => f,
+            None => self.kernel(module, kernel)?.cu_function(),
+        };
         self.ctx
             .bind_to_thread()
             .map_err(driver("binding the context"))?;
         // SAFETY: conditions 1–3 of this function.
         unsafe {
             cudarc::driver::result::launch_kernel(
-                f.cu_function(),
+                f,
                 (shape.grid, 1, 1),
                 (shape.block.0, shape.block.1, 1),
                 shape.shared_bytes,

@@ -27,6 +27,8 @@ pub mod tensor;
 pub mod verify;
 
 pub use api::{apply1, apply2, apply3, apply4};
+/// The CUDA driver bindings the library launches through (streams, contexts, functions).
+pub use cudarc;
 pub use error::{Error, Result};
 pub use gpu::{driver_present, Gpu, ModuleImage, PtxText};
 pub use gpu_kernels::{

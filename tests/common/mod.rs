@@ -149,6 +149,21 @@ pub fn cases(k: usize) -> Vec<Case> {
             view(&[74, 53], |l| l.slice(0, None, None, 2).unwrap()),
             view(&[37, 106], |l| l.slice(1, None, None, 2).unwrap()),
         ),
+        // Every input a `[:, ::2]` slice of 128-wide rows (vectorised as pairs of vectors).
+        all(
+            "slice-step2-rows-64",
+            dense(&[37, 64]),
+            view(&[37, 128], |l| l.slice(1, None, None, 2).unwrap()),
+        ),
+        // A step-2 view whose last even element is the buffer's last element: nothing
+        // after it may be read.
+        all(
+            "slice-step2-ends-buffer",
+            dense(&[37, 64]),
+            view(&[37 * 128 - 1], |_| {
+                Layout::new(&[37, 64], &[128, 2], 0).unwrap()
+            }),
+        ),
         all(
             "slice-step3",
             dense(&s),
