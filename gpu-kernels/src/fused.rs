@@ -380,11 +380,11 @@ mod tests {
         let mut a = 2.0f64;
         RecipUpdate::new().apply(&mut a, 0.25);
         assert_eq!(a, 3.5);
-        assert!(<RecipUpdate<f64> as Op2<f64, f64>>::READS_OUT);
-        assert!(!<Axpy<f64> as Op3<f64, f64, f64>>::READS_OUT);
-        let _: &dyn Fn() = &|| {
-            let _ = <Lerp<f32> as Op4<f32, f32, f32, f32>>::READS_OUT;
-        };
+        const {
+            assert!(<RecipUpdate<f64> as Op2<f64, f64>>::READS_OUT);
+            assert!(!<Axpy<f64> as Op3<f64, f64, f64>>::READS_OUT);
+            assert!(!<Lerp<f32> as Op4<f32, f32, f32, f32>>::READS_OUT);
+        }
     }
 
     crate::fused! {

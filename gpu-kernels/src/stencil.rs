@@ -259,11 +259,9 @@ mod tests {
             strides: [[0u32; STENCIL_DIMS]; 2],
         };
         let dense = [1, sizes[0], sizes[0] * sizes[1]];
-        for d in 0..3 {
-            g.sizes[d] = sizes[d];
-            g.strides[0][d] = dense[d];
-            g.strides[1][d] = dense[d];
-        }
+        g.sizes[..3].copy_from_slice(&sizes);
+        g.strides[0][..3].copy_from_slice(&dense);
+        g.strides[1][..3].copy_from_slice(&dense);
         // SAFETY: dense layouts of n elements, distinct buffers.
         unsafe { stencil(op, n, &g, out.as_mut_ptr(), inp.as_ptr(), 0, 1) };
         out

@@ -43,6 +43,14 @@ fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     Ok(t[REPS / 2])
 }
 
+/// `GPU=CPU` when the GPU result equals the CPU twin's bit for bit, else the first mismatch.
+fn check_label<T: Distance>(got: &[T], want: &[T]) -> String {
+    match first_mismatch(got, want, ops::Tolerance::Exact) {
+        None => "GPU=CPU".to_string(),
+        Some(m) => format!("MISMATCH {m}"),
+    }
+}
+
 fn report(case: &str, dtype: &str, elements: usize, bytes: usize, ms: f64, check: &str) {
     println!(
         "{{\"impl\":\"strided-apply\",\"case\":\"{case}\",\"dtype\":\"{dtype}\",\"elements\":{elements},\"bytes\":{bytes},\"ms\":{ms:.5},\"gbps\":{:.1},\"check\":\"{check}\"}}",
@@ -92,10 +100,7 @@ where
         (&a.host, &a.layout),
         (&b.host, &b.layout),
     )?;
-    let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
-        None => "GPU=CPU".to_string(),
-        Some(m) => format!("MISMATCH {m}"),
-    };
+    let check = check_label(&got, &want);
     let ms = median_ms(gpu, |i| {
         let (da, db, dc) = &mut tensors[i % sets];
         api::apply3(gpu, op, dc, da, db)
@@ -122,13 +127,9 @@ where
     let got = dc.buffer_to_vec(gpu)?;
     let mut want = vec![poison; n];
     cpu::apply2(ops::Cast, (&mut want, out), (&a.host, &a.layout))?;
-    let check = if first_mismatch(&got, &want, ops::Tolerance::Exact).is_none() {
-        "GPU=CPU"
-    } else {
-        "MISMATCH"
-    };
+    let check = check_label(&got, &want);
     let ms = median_ms(gpu, |_| api::apply2(gpu, ops::Cast, &mut dc, &da))?;
-    report(case, T::NAME, n, 2 * n * size_of::<T>(), ms, check);
+    report(case, T::NAME, n, 2 * n * size_of::<T>(), ms, &check);
     Ok(())
 }
 
@@ -297,10 +298,7 @@ fn main() -> Result<()> {
             (&a.host, &a.layout),
             (&b.host, &b.layout),
         )?;
-        let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
-            None => "GPU=CPU".to_string(),
-            Some(m) => format!("MISMATCH {m}"),
-        };
+        let check = check_label(&got, &want);
         let ms = median_ms(&gpu, |_| three(&mut t, &mut u, &mut c))?;
         report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
     }
@@ -314,10 +312,7 @@ fn main() -> Result<()> {
         let got = lap.to_vec(&gpu)?;
         let mut want = vec![f32::NAN; big * big];
         stencil::apply_cpu(op, (&mut want, &sq), (&img.host, &img.layout), &[1, 0])?;
-        let check = match first_mismatch(&got, &want, ops::Tolerance::Exact) {
-            None => "GPU=CPU".to_string(),
-            Some(m) => format!("MISMATCH {m}"),
-        };
+        let check = check_label(&got, &want);
         let ms = median_ms(&gpu, |_| {
             stencil::apply(&gpu, op, &mut lap, &d_img, &[1, 0])
         })?;
