@@ -45,7 +45,7 @@
 //!
 //! An expression that is not a value of the element type (here a `bool`):
 //!
-//! ```compile_fail
+//! ```compile_fail,E0308
 //! gpu_kernels::fused! {
 //!     pub struct Less<T: Float>() = |a, b| gpu_kernels::fused::fns::lt(a, b);
 //! }
@@ -53,7 +53,7 @@
 //!
 //! A function the bound does not provide (`sqrt` needs `Float`):
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! gpu_kernels::fused! {
 //!     pub struct Root<T: Num>() = |a| sqrt(a);
 //! }
@@ -61,7 +61,7 @@
 //!
 //! Using an op with the wrong number of operands (an op with two inputs is an `Op3`):
 //!
-//! ```compile_fail
+//! ```compile_fail,E0277
 //! use gpu_kernels::ops::{Op2, Relu};
 //! gpu_kernels::fused! {
 //!     pub struct Sum<T: Num>() = |a, b| a + b;
