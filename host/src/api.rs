@@ -158,7 +158,12 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
 /// element count or the tile arguments), the geometry, then one device pointer per operand.
 /// The pointers in the result point into the arguments, which must outlive the launch.
 /// A fixed array (no allocation per launch); [`Params::as_mut`] is the used part.
-fn params<Op, S, G, const N: usize>(op: &OpArg<Op>, scalar: &S, g: &G, ptrs: &[u64; N]) -> Params {
+pub(crate) fn params<Op, S, G, const N: usize>(
+    op: &OpArg<Op>,
+    scalar: &S,
+    g: &G,
+    ptrs: &[u64; N],
+) -> Params {
     const { assert!(N <= 4, "apply kernels take at most 4 operands") };
     let mut p = Params {
         args: [std::ptr::null_mut(); 3 + 4],
@@ -174,13 +179,13 @@ fn params<Op, S, G, const N: usize>(op: &OpArg<Op>, scalar: &S, g: &G, ptrs: &[u
 }
 
 /// A launch's parameter pointers (at most 4 operands).
-struct Params {
+pub(crate) struct Params {
     args: [*mut c_void; 3 + 4],
     len: usize,
 }
 
 impl Params {
-    fn as_mut(&mut self) -> &mut [*mut c_void] {
+    pub(crate) fn as_mut(&mut self) -> &mut [*mut c_void] {
         &mut self.args[..self.len]
     }
 }

@@ -14,15 +14,16 @@ use rayon::prelude::*;
 /// Elements per rayon task; below two of these the walk stays on the calling thread.
 const CHUNK: u64 = 1 << 15;
 
-/// A raw pointer that may cross threads.
+/// A raw pointer that may cross rayon tasks (this module's runs and the stencil twin).
 #[derive(Clone, Copy)]
-struct SendPtr<T>(*mut T);
-// SAFETY: used only inside `for_each_row`'s runs, where the planner proved that distinct linear
-// indices reach distinct output elements, so no two threads touch the same element.
+pub(crate) struct SendPtr<T>(pub(crate) *mut T);
+// SAFETY: used only where the planner proved that distinct linear indices reach distinct
+// output elements, so tasks over disjoint index ranges never touch the same element, and
+// inputs are only read (`for_each_row`'s runs, `stencil::apply_cpu`'s chunks).
 unsafe impl<T> Send for SendPtr<T> {}
 unsafe impl<T> Sync for SendPtr<T> {}
 impl<T> SendPtr<T> {
-    fn get(self) -> *mut T {
+    pub(crate) fn get(self) -> *mut T {
         self.0
     }
 }
@@ -67,7 +68,8 @@ fn inner_steps<const N: usize>(plan: &Plan<N>) -> [isize; N] {
     }
 }
 
-fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
+/// A host slice as an operand of the aliasing checks.
+pub(crate) fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
     Region {
         operand,
         buffer: data.as_ptr() as u64,

@@ -23,7 +23,8 @@
 //! reads neighbours that other threads write (`a = shift(a) - a` would read values already
 //! overwritten). Such calls fail with [`Error::StencilOverlap`]; write into a new tensor.
 
-use crate::api::Region;
+use crate::api::{params, Region};
+use crate::cpu::{region, SendPtr};
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
@@ -33,7 +34,6 @@ use gpu_kernels::apply::OpArg;
 use gpu_kernels::stencil::{self as body, Stencil, StencilGeometry, StencilKernels, STENCIL_DIMS};
 use gpu_kernels::{Elem, Index};
 use rayon::prelude::*;
-use std::ffi::c_void;
 
 /// Frame axes a stencil can shift along (x, y, z).
 pub const FRAME_AXES: usize = 3;
@@ -180,20 +180,6 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
     let ptrs = [out.base_addr(), input.base_addr()];
     let op = OpArg::new(op);
     let names = S::NAMES;
-    fn args<Op, I>(
-        op: &OpArg<Op>,
-        n: &I,
-        g: &StencilGeometry<I>,
-        p: &[u64; 2],
-    ) -> [*mut c_void; 5] {
-        [
-            op as *const OpArg<Op> as *mut c_void,
-            n as *const I as *mut c_void,
-            g as *const StencilGeometry<I> as *mut c_void,
-            &p[0] as *const u64 as *mut c_void,
-            &p[1] as *const u64 as *mut c_void,
-        ]
-    }
     let shape = gpu.shape_1d(plan.numel);
     let stream = gpu.stream().cu_stream();
     // SAFETY: the parameter lists are (OpArg<S>, I, StencilGeometry<I>, *mut T, *const T)
@@ -208,7 +194,7 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
                 names.s32,
                 shape,
                 stream,
-                &mut args(&op, &n, &g, &ptrs),
+                params(&op, &n, &g, &ptrs).as_mut(),
             )
         } else {
             let (n, g) = (plan.numel, plan.geometry::<u64>());
@@ -217,20 +203,11 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
                 names.s64,
                 shape,
                 stream,
-                &mut args(&op, &n, &g, &ptrs),
+                params(&op, &n, &g, &ptrs).as_mut(),
             )
         }
     }
 }
-
-/// A pointer that may cross rayon tasks.
-#[derive(Clone, Copy)]
-struct Shared<T>(*mut T);
-// SAFETY: only used by `apply_cpu`, whose tasks write disjoint output elements (the output
-// maps distinct indices to distinct elements) and only read the input, which shares no
-// memory with the output.
-unsafe impl<T> Send for Shared<T> {}
-unsafe impl<T> Sync for Shared<T> {}
 
 /// Elements per rayon task of the CPU twin.
 const CHUNK: u64 = 1 << 14;
@@ -245,27 +222,20 @@ pub fn apply_cpu<S: Stencil<T>, T: Elem>(
     out.1.check_in(out.0.len(), "out")?;
     input.1.check_in(input.0.len(), "input")?;
     let plan = plan_stencil(out.1, input.1, axes)?;
-    let region = |operand, addr: *const T, layout| Region {
-        operand,
-        buffer: addr as u64,
-        elem_size: size_of::<T>(),
-        layout,
-    };
     check_stencil_aliasing(
-        &region("out", out.0.as_ptr(), out.1),
-        &region("input", input.0.as_ptr(), input.1),
+        &region("out", out.0, out.1),
+        &region("input", input.0, input.1),
     )?;
     let g = plan.geometry::<u64>();
-    let po = Shared(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
-    let pi = Shared(input.0.as_ptr().wrapping_add(plan.base[1]).cast_mut());
+    let po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
+    let pi = SendPtr(input.0.as_ptr().wrapping_add(plan.base[1]).cast_mut());
     let chunks = plan.numel.div_ceil(CHUNK);
     (0..chunks).into_par_iter().for_each(|c| {
         let (lo, hi) = (c * CHUNK, ((c + 1) * CHUNK).min(plan.numel));
-        let (po, pi) = (po, pi);
         // SAFETY: `check_in` proved every offset of both layouts inside their slices and
         // the plan keeps those offsets; chunks cover disjoint index ranges, whose output
         // elements are distinct; the input shares no memory with the output.
-        unsafe { body::stencil(op, hi, &g, po.0, pi.0.cast_const(), lo, 1) };
+        unsafe { body::stencil(op, hi, &g, po.get(), pi.get().cast_const(), lo, 1) };
     });
     Ok(())
 }
