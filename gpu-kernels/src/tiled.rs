@@ -2,10 +2,10 @@
 //! permuted copy). Axis 0 of the geometry is the output's unit-stride axis, axis 1 a staged
 //! input's unit-stride axis, axes 2..ndim are a batch. A block of `TILE × TILE_ROWS` threads
 //! covers one `TILE × TILE` tile of axes (0, 1) of one batch element:
-//! 1. staged inputs are read with consecutive threads along axis 1 (coalesced for them) into
+//! 1. every input's values for the thread are loaded into registers first, so all of a
+//!    tile's global loads are in flight together: staged inputs with consecutive threads
+//!    along axis 1 (coalesced for them), the others along axis 0. Then staged values go to
 //!    shared memory, padded to `TILE + 1` columns so neither phase has bank conflicts;
-//!    The other inputs are loaded into registers in the same phase (coalesced along axis
-//!    0), so all of a tile's loads are in flight before the barrier;
 //! 2. after the barrier, consecutive threads walk axis 0 and write the output along its
 //!    unit-stride axis, staged inputs read back from shared memory.
 
@@ -61,44 +61,32 @@ fn block_origin<const N: usize>(
     (bx * TILE, by * TILE, base)
 }
 
-/// Stages input `k` (element type `T`) of this tile into `stage`.
-#[inline(always)]
-unsafe fn stage_in<T: Copy, const N: usize>(
-    g: &Geometry<u32, 5, N>,
-    base: &[u32; N],
-    k: usize,
-    src: *const T,
-    stage: *mut T,
-    (x0, y0, tx, ty): (u32, u32, u32, u32),
-) {
-    let mut r = ty;
-    while r < TILE {
-        let (x, y) = (x0 + r, y0 + tx);
-        if x < g.sizes[0] && y < g.sizes[1] {
-            *stage.add((r * PITCH + tx) as usize) = *src.offset(at(g, base, k, x, y));
-        }
-        r += TILE_ROWS;
-    }
-}
-
 const ROWS: usize = (TILE / TILE_ROWS) as usize;
 
-/// Input `k` at the thread's phase-2 positions `(x0 + tx, y0 + ty + i * TILE_ROWS)`:
-/// staged inputs come later from shared memory; the others are loaded here, before the
-/// barrier, so all of the tile's global loads are in flight together.
+/// Input `k`'s `ROWS` values for this thread, all loaded before any is used, so every
+/// global load of the tile is in flight together (a shared-memory store between two loads
+/// would make the second wait for the first: the store may alias the global buffer).
+/// A staged input is read with consecutive threads along axis 1, its unit-stride axis:
+/// element `(x0 + r, y0 + tx)` for rows `r = ty + i * TILE_ROWS`. Any other input is read
+/// where phase 2 uses it, consecutive threads along axis 0: element `(x0 + tx, y0 + r)`.
 #[inline(always)]
-unsafe fn prefetch<T: Copy, const N: usize>(
+unsafe fn load_tile<T: Copy, const N: usize>(
     g: &Geometry<u32, 5, N>,
     base: &[u32; N],
     k: usize,
     src: *const T,
+    staged: bool,
     (x0, y0, tx, ty): (u32, u32, u32, u32),
 ) -> [MaybeUninit<T>; ROWS] {
     let mut v = [MaybeUninit::uninit(); ROWS];
-    let x = x0 + tx;
     let mut i = 0;
     while i < ROWS {
-        let y = y0 + ty + i as u32 * TILE_ROWS;
+        let r = ty + i as u32 * TILE_ROWS;
+        let (x, y) = if staged {
+            (x0 + r, y0 + tx)
+        } else {
+            (x0 + tx, y0 + r)
+        };
         if x < g.sizes[0] && y < g.sizes[1] {
             v[i] = MaybeUninit::new(*src.offset(at(g, base, k, x, y)));
         }
@@ -107,7 +95,27 @@ unsafe fn prefetch<T: Copy, const N: usize>(
     v
 }
 
-/// Input value for phase-2 row `i`: from the stage, or from what [`prefetch`] loaded.
+/// Writes a staged input's values (from [`load_tile`]) to its shared-memory stage, at row
+/// `r` (axis 0) and column `tx` (axis 1) of the padded tile.
+#[inline(always)]
+unsafe fn stage<T: Copy, const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    v: &[MaybeUninit<T>; ROWS],
+    stage: *mut T,
+    (x0, y0, tx, ty): (u32, u32, u32, u32),
+) {
+    let mut i = 0;
+    while i < ROWS {
+        let r = ty + i as u32 * TILE_ROWS;
+        if x0 + r < g.sizes[0] && y0 + tx < g.sizes[1] {
+            *stage.add((r * PITCH + tx) as usize) = v[i].assume_init();
+        }
+        i += 1;
+    }
+}
+
+/// Input value for phase-2 row `i` (`r = ty + i * TILE_ROWS`): from the stage, or from
+/// what [`load_tile`] loaded.
 #[inline(always)]
 unsafe fn value<T: Copy>(
     stage: Option<*const T>,
@@ -140,12 +148,11 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     let (x0, y0, base) = block_origin(g, t, block);
     let sa = shared_base() as *mut A;
     let stage_a = t.staged & 1 != 0;
-    let pa = if stage_a {
-        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); ROWS]
-    } else {
-        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
-    };
+    let pos = (x0, y0, tx, ty);
+    let pa = load_tile(g, &base, 1, a, stage_a, pos);
+    if stage_a {
+        stage(g, &pa, sa, pos);
+    }
     sync_threads();
     let x = x0 + tx;
     let mut i = 0;
@@ -179,18 +186,15 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     let sa = shared_base() as *mut A;
     let sb = shared_base().add(stage_bytes(core::mem::size_of::<A>())) as *mut B;
     let (stage_a, stage_b) = (t.staged & 1 != 0, t.staged & 2 != 0);
-    let pa = if stage_a {
-        stage_in(g, &base, 1, a, sa, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); ROWS]
-    } else {
-        prefetch(g, &base, 1, a, (x0, y0, tx, ty))
-    };
-    let pb = if stage_b {
-        stage_in(g, &base, 2, b, sb, (x0, y0, tx, ty));
-        [MaybeUninit::uninit(); ROWS]
-    } else {
-        prefetch(g, &base, 2, b, (x0, y0, tx, ty))
-    };
+    let pos = (x0, y0, tx, ty);
+    let pa = load_tile(g, &base, 1, a, stage_a, pos);
+    let pb = load_tile(g, &base, 2, b, stage_b, pos);
+    if stage_a {
+        stage(g, &pa, sa, pos);
+    }
+    if stage_b {
+        stage(g, &pb, sb, pos);
+    }
     sync_threads();
     let x = x0 + tx;
     let mut i = 0;
