@@ -170,34 +170,97 @@ pub const fn vec_width(sizes: &[usize]) -> usize {
     16 / min
 }
 
-/// Offsets of chunk `c` of the vectorised variant: contiguous when `g.ndim == 0`, else a
-/// 2-D walk (rows of `g.sizes[0]` unit-stride elements, row strides `g.strides[k][1]`).
+/// Offsets of chunk `c` of the vectorised variant. `g.ndim == 0`: contiguous, every
+/// operand at `c * E`. `g.ndim == 1`: one axis, operand `k` at `c * E * g.strides[k][0]`.
+/// `g.ndim == 2`: rows of `g.sizes[0]` elements (a multiple of `E`), element stride
+/// `g.strides[k][0]` and row stride `g.strides[k][1]`. Element strides are 1, or 2 for
+/// inputs (see [`load_even`]).
+/// The second value: whether another chunk follows this one in its row (or on the one
+/// axis), so the element after this chunk's last one is inside the view's span.
 #[inline(always)]
 fn chunk_offsets<const N: usize, const E: usize>(
     g: &Geometry<u32, 2, N>,
-    per_row: u32,
     c: u64,
-) -> [isize; N] {
+    chunks: u64,
+) -> ([isize; N], bool) {
     if g.ndim == 0 {
-        return [(c * E as u64) as isize; N];
+        return ([(c * E as u64) as isize; N], c + 1 < chunks);
     }
-    let c = c as u32;
-    // SAFETY: the planner only picks the 2-D form with at least one chunk per row.
-    unsafe { core::hint::assert_unchecked(per_row != 0) };
-    let row = c / per_row;
-    let col = (c - row * per_row) * E as u32;
+    let (row, col, next) = if g.ndim == 1 {
+        (0, c as u32 * E as u32, c + 1 < chunks)
+    } else {
+        let c = c as u32;
+        let per_row = g.sizes[0] / E as u32;
+        // SAFETY: the planner only picks the 2-D form with at least one chunk per row.
+        unsafe { core::hint::assert_unchecked(per_row != 0) };
+        let row = c / per_row;
+        let col = (c - row * per_row) * E as u32;
+        (row, col, col + E as u32 != g.sizes[0])
+    };
     let mut off = [0isize; N];
     let mut k = 0;
     while k < N {
-        off[k] = row.wrapping_mul(g.strides[k][1]).wrapping_add(col) as i32 as isize;
+        off[k] = row
+            .wrapping_mul(g.strides[k][1])
+            .wrapping_add(col.wrapping_mul(g.strides[k][0])) as i32 as isize;
         k += 1;
     }
-    off
+    (off, next)
+}
+
+/// Whether input `k` has element stride 2 (read with [`load_even`]).
+#[inline(always)]
+fn stride2<const N: usize>(g: &Geometry<u32, 2, N>, k: usize) -> bool {
+    g.ndim != 0 && g.strides[k][0] == 2
 }
 
 #[inline(always)]
 unsafe fn load<T: Copy, const E: usize>(p: *const T) -> [T; E] {
     (*(p as *const Chunk<T, E>)).0
+}
+
+/// 16-byte vector loads that LLVM keeps whole (see `device::load_v4`); plain loads on the
+/// host, where these bodies are only compiled.
+#[inline(always)]
+unsafe fn load_whole<T: Copy, const E: usize>(p: *const T) -> [T; E] {
+    #[cfg(target_arch = "nvptx64")]
+    return crate::device::load_v4(p);
+    #[cfg(not(target_arch = "nvptx64"))]
+    return load(p);
+}
+
+/// Elements `0, 2, …, 2E − 2` from `p` (an input with element stride 2, e.g. `A[:, ::2]`).
+/// With `whole`, two `E`-element vectors, which also read element `2E − 1`: the caller
+/// passes it only where that element lies inside the view's own span (it precedes the next
+/// chunk of the same row). Otherwise one vector holds the first `⌈E / 2⌉` elements and the
+/// rest are single loads, reading nothing past element `2E − 2`.
+#[inline(always)]
+unsafe fn load_even<T: Copy, const E: usize>(p: *const T, whole: bool) -> [T; E] {
+    let head: [T; E] = load_whole(p);
+    let mut v = head;
+    if whole {
+        let tail: [T; E] = load_whole(p.add(E));
+        let mut m = 0;
+        while m < E {
+            v[m] = if 2 * m < E {
+                head[2 * m]
+            } else {
+                tail[2 * m - E]
+            };
+            m += 1;
+        }
+    } else {
+        let mut m = 0;
+        while m < E {
+            v[m] = if 2 * m < E {
+                head[2 * m]
+            } else {
+                *p.add(2 * m)
+            };
+            m += 1;
+        }
+    }
+    v
 }
 
 macro_rules! vec_body {
@@ -207,8 +270,9 @@ macro_rules! vec_body {
         ///
         /// # Safety
         /// As for the scalar bodies; in addition every operand's base pointer is 16-byte
-        /// aligned, every row length is a multiple of `E` and every row stride keeps rows
-        /// 16-byte aligned (the launcher checks all three before choosing this variant).
+        /// aligned, the output's element stride is 1 and each input's is 1 or 2, and in the
+        /// 2-D form every row length is a multiple of `E` and every row stride keeps rows
+        /// 16-byte aligned (the launcher checks all of these before choosing this variant).
         #[inline(always)]
         #[allow(clippy::too_many_arguments)]
         pub unsafe fn $name<Op: $trait<O $(, $t)*>, O: Copy $(, $t: Copy)*, const E: usize>(
@@ -220,12 +284,19 @@ macro_rules! vec_body {
             first: u64,
             step: u64,
         ) {
-            let per_row = if g.ndim == 0 { 1 } else { g.sizes[0] / E as u32 };
             let chunks = n / E as u64;
+            // Element stride 2 only for inputs of 4 bytes or more (the launcher's rule): the
+            // path is compiled out of narrower types' kernels.
+            $( let $x = ($x, core::mem::size_of::<$t>() >= 4 && stride2(g, $k)); )*
             let mut c = first;
             while c < chunks {
-                let offs = chunk_offsets::<$n, E>(g, per_row, c);
-                $( let $x: [$t; E] = load($x.offset(offs[$k])); )*
+                #[allow(unused_variables)]
+                let (offs, next) = chunk_offsets::<$n, E>(g, c, chunks);
+                $( let $x: [$t; E] = if $x.1 {
+                    load_even($x.0.offset(offs[$k]), next)
+                } else {
+                    load($x.0.offset(offs[$k]))
+                }; )*
                 let o = out.offset(offs[0]);
                 // Outputs an op only writes are not loaded: zero bits are a valid value of
                 // every element type (all are plain numbers).
@@ -238,11 +309,11 @@ macro_rules! vec_body {
                 *(o as *mut Chunk<O, E>) = Chunk(ov);
                 c += step;
             }
-            // The contiguous form's tail (fewer than E elements), one per thread.
+            // The 0- and 1-axis forms' tail (fewer than E elements), one per thread.
             let t = chunks * E as u64 + first;
-            if g.ndim == 0 && t < n {
+            if g.ndim <= 1 && t < n {
                 let i = t as isize;
-                op.apply(&mut *out.offset(i) $(, *$x.offset(i))*);
+                op.apply(&mut *out.offset(i) $(, *$x.0.offset(i * if $x.1 { 2 } else { 1 }))*);
             }
         }
     };

@@ -53,3 +53,38 @@ pub fn sync_threads() {
     // SAFETY: every thread of the block reaches the barrier (no divergent early return).
     unsafe { nvptx::_syncthreads() }
 }
+
+/// `E` elements of `T` from `p` (16-byte aligned; `E * size_of::<T>()` a multiple of 16)
+/// as 16-byte `ld.global.v4` instructions in inline assembly. LLVM sees through a plain
+/// load: it narrows one whose lanes are partly unused (as in [`load_even`]) to scalar loads,
+/// and merges it with another path's loads of different widths; it can do neither here.
+///
+/// [`load_even`]: crate::apply
+#[inline(always)]
+pub unsafe fn load_v4<T: Copy, const E: usize>(p: *const T) -> [T; E] {
+    let mut v = core::mem::MaybeUninit::<[T; E]>::uninit();
+    let words = v.as_mut_ptr() as *mut [u32; 4];
+    let src = p as *const [u32; 4];
+    let mut i = 0;
+    while i < core::mem::size_of::<[T; E]>() / 16 {
+        let (a, b, c, d): (u32, u32, u32, u32);
+        // SAFETY: the caller guarantees 16 readable, 16-byte aligned global bytes at
+        // `src + i`; the block only declares a scoped register and loads.
+        unsafe {
+            core::arch::asm!(
+                "{{ .reg .b64 g; cvta.to.global.u64 g, {p}; ld.global.v4.b32 {{{a}, {b}, {c}, {d}}}, [g]; }}",
+                p = in(reg64) src.add(i),
+                a = out(reg32) a,
+                b = out(reg32) b,
+                c = out(reg32) c,
+                d = out(reg32) d,
+                options(pure, readonly, nostack, preserves_flags),
+            );
+            *words.add(i) = [a, b, c, d];
+        }
+        i += 1;
+    }
+    // SAFETY: every byte was written above (the size is a multiple of 16), and `T` is a
+    // plain number type, for which any bits are a value.
+    unsafe { v.assume_init() }
+}

@@ -8,8 +8,9 @@ use crate::ops::{Op1, Op2, Op3, Op4};
 /// Kernel variants, in the order the planner prefers them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Variant {
-    /// 16-byte vector loads and stores: every operand dense in the same order, or rows of
-    /// unit-stride elements (a broadcast row, a sliced outer axis), all 16-byte aligned.
+    /// 16-byte vector loads and stores: every operand dense in the same order, or one axis
+    /// or rows of unit-stride elements (a broadcast row, a sliced outer axis), all 16-byte
+    /// aligned; inputs may have element stride 2 (`A[:, ::2]`).
     Vec,
     /// Shared-memory tiles for operands that disagree on their fastest axis (apply2/apply3).
     Tiled,

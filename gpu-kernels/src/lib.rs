@@ -36,7 +36,7 @@ pub mod stencil;
 pub mod tiled;
 
 /// Parameters of the tiled variant (see `tiled`): which inputs are staged through shared
-/// memory, and how many 32×32 tiles cover the two tiled axes.
+/// memory, and how many `TILE_X × TILE_Y` tiles cover the two tiled axes.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TileArg {
@@ -48,16 +48,19 @@ pub struct TileArg {
     pub tiles_y: u32,
 }
 
-/// Side of the square tile of the tiled variant; a block is `TILE × TILE_ROWS` threads.
-pub const TILE: u32 = 32;
-/// Rows of threads per tiled block (each thread covers `TILE / TILE_ROWS` rows).
-pub const TILE_ROWS: u32 = 4;
+/// Extent of a tiled variant's tile along axis 0 (the output's unit-stride axis).
+pub const TILE_X: u32 = 64;
+/// Extent of a tile along axis 1 (a staged input's unit-stride axis): one warp.
+pub const TILE_Y: u32 = 32;
+/// Rows of threads per tiled block: a block is `TILE_Y × TILE_ROWS` threads, and each
+/// thread covers `TILE_X / TILE_ROWS` elements of the tile.
+pub const TILE_ROWS: u32 = 8;
 
 /// Bytes of dynamic shared memory the tiled variant uses to stage one input of
-/// `size`-byte elements: a `TILE × (TILE + 1)` tile (the padding column avoids bank
+/// `size`-byte elements: a `TILE_X × (TILE_Y + 1)` tile (the padding column avoids bank
 /// conflicts), rounded up to 16 bytes. Input `k`'s stage follows inputs `1..k`'s.
 pub const fn stage_bytes(size: usize) -> usize {
-    (((TILE + 1) * TILE) as usize * size).div_ceil(16) * 16
+    (((TILE_Y + 1) * TILE_X) as usize * size).div_ceil(16) * 16
 }
 
 #[cfg(target_arch = "nvptx64")]

@@ -1,21 +1,26 @@
 //! The tiled variant, for operands that disagree on their fastest axis (`A + Bᵀ`, a
 //! permuted copy). Axis 0 of the geometry is the output's unit-stride axis, axis 1 a staged
-//! input's unit-stride axis, axes 2..ndim are a batch. A block of `TILE × TILE_ROWS` threads
-//! covers one `TILE × TILE` tile of axes (0, 1) of one batch element:
+//! input's unit-stride axis, axes 2..ndim are a batch. A block of `32 × TILE_ROWS` threads
+//! covers one `TILE_X × TILE_Y` tile of axes (0, 1) of one batch element (`TILE_Y` = 32, a
+//! warp; `TILE_X` a multiple of it, so a block writes `TILE_X` consecutive output elements
+//! per row of the tile):
 //! 1. every input's values for the thread are loaded into registers first, so all of a
 //!    tile's global loads are in flight together: staged inputs with consecutive threads
 //!    along axis 1 (coalesced for them), the others along axis 0. Then staged values go to
-//!    shared memory, padded to `TILE + 1` columns so neither phase has bank conflicts;
+//!    shared memory, padded to `TILE_Y + 1` columns so neither phase has bank conflicts;
 //! 2. after the barrier, consecutive threads walk axis 0 and write the output along its
 //!    unit-stride axis, staged inputs read back from shared memory.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{stage_bytes, TileArg, TILE, TILE_ROWS};
+use crate::{stage_bytes, TileArg, TILE_ROWS, TILE_X, TILE_Y};
 use core::mem::MaybeUninit;
 
-const PITCH: u32 = TILE + 1;
+const PITCH: u32 = TILE_Y + 1;
+/// Warp-wide columns of a tile along axis 0 in phase 2.
+const XS: u32 = TILE_X / TILE_Y;
+const _: () = assert!(TILE_Y == 32 && TILE_X % TILE_Y == 0 && TILE_Y % TILE_ROWS == 0);
 
 /// Offsets of element `(x, y)` of this block's batch element.
 #[inline(always)]
@@ -58,17 +63,27 @@ fn block_origin<const N: usize>(
     axis(2);
     axis(3);
     axis(4);
-    (bx * TILE, by * TILE, base)
+    (bx * TILE_X, by * TILE_Y, base)
 }
 
-const ROWS: usize = (TILE / TILE_ROWS) as usize;
+/// Values per thread and input: `TILE_X / TILE_ROWS` staged rows, which is also the
+/// `XS × TILE_Y / TILE_ROWS` phase-2 positions.
+const ROWS: usize = (TILE_X / TILE_ROWS) as usize;
+
+/// Phase-2 position `i` of the thread, in tile coordinates: column `tx + 32 * (i % XS)` of
+/// axis 0, row `ty + TILE_ROWS * (i / XS)` of axis 1.
+#[inline(always)]
+fn phase2(tx: u32, ty: u32, i: usize) -> (u32, u32) {
+    let i = i as u32;
+    (tx + TILE_Y * (i % XS), ty + TILE_ROWS * (i / XS))
+}
 
 /// Input `k`'s `ROWS` values for this thread, all loaded before any is used, so every
 /// global load of the tile is in flight together (a shared-memory store between two loads
 /// would make the second wait for the first: the store may alias the global buffer).
 /// A staged input is read with consecutive threads along axis 1, its unit-stride axis:
-/// element `(x0 + r, y0 + tx)` for rows `r = ty + i * TILE_ROWS`. Any other input is read
-/// where phase 2 uses it, consecutive threads along axis 0: element `(x0 + tx, y0 + r)`.
+/// element `(x0 + ty + i * TILE_ROWS, y0 + tx)`. Any other input is read where phase 2
+/// uses it, consecutive threads along axis 0 (see [`phase2`]).
 #[inline(always)]
 unsafe fn load_tile<T: Copy, const N: usize>(
     g: &Geometry<u32, 5, N>,
@@ -81,11 +96,11 @@ unsafe fn load_tile<T: Copy, const N: usize>(
     let mut v = [MaybeUninit::uninit(); ROWS];
     let mut i = 0;
     while i < ROWS {
-        let r = ty + i as u32 * TILE_ROWS;
         let (x, y) = if staged {
-            (x0 + r, y0 + tx)
+            (x0 + ty + i as u32 * TILE_ROWS, y0 + tx)
         } else {
-            (x0 + tx, y0 + r)
+            let (px, py) = phase2(tx, ty, i);
+            (x0 + px, y0 + py)
         };
         if x < g.sizes[0] && y < g.sizes[1] {
             v[i] = MaybeUninit::new(*src.offset(at(g, base, k, x, y)));
@@ -114,18 +129,17 @@ unsafe fn stage<T: Copy, const N: usize>(
     }
 }
 
-/// Input value for phase-2 row `i` (`r = ty + i * TILE_ROWS`): from the stage, or from
-/// what [`load_tile`] loaded.
+/// Input value at phase-2 position `i` (tile coordinates `(px, py)`): from the stage, or
+/// from what [`load_tile`] loaded.
 #[inline(always)]
 unsafe fn value<T: Copy>(
     stage: Option<*const T>,
     pre: &[MaybeUninit<T>; ROWS],
-    tx: u32,
-    r: u32,
+    (px, py): (u32, u32),
     i: usize,
 ) -> T {
     match stage {
-        Some(s) => *s.add((tx * PITCH + r) as usize),
+        Some(s) => *s.add((px * PITCH + py) as usize),
         None => pre[i].assume_init(),
     }
 }
@@ -134,7 +148,7 @@ unsafe fn value<T: Copy>(
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
-/// `TILE × TILE_ROWS` threads per block, `tiles_x * tiles_y * batch` blocks, and
+/// `TILE_Y × TILE_ROWS` threads per block, `tiles_x * tiles_y * batch` blocks, and
 /// `stage_bytes(size_of::<A>())` bytes of dynamic shared memory.
 #[inline(always)]
 pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
@@ -154,13 +168,12 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
         stage(g, &pa, sa, pos);
     }
     sync_threads();
-    let x = x0 + tx;
     let mut i = 0;
     while i < ROWS {
-        let r = ty + i as u32 * TILE_ROWS;
-        let y = y0 + r;
+        let p = phase2(tx, ty, i);
+        let (x, y) = (x0 + p.0, y0 + p.1);
         if x < g.sizes[0] && y < g.sizes[1] {
-            let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);
+            let av = value(stage_a.then_some(sa as *const A), &pa, p, i);
             op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av);
         }
         i += 1;
@@ -196,14 +209,13 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
         stage(g, &pb, sb, pos);
     }
     sync_threads();
-    let x = x0 + tx;
     let mut i = 0;
     while i < ROWS {
-        let r = ty + i as u32 * TILE_ROWS;
-        let y = y0 + r;
+        let p = phase2(tx, ty, i);
+        let (x, y) = (x0 + p.0, y0 + p.1);
         if x < g.sizes[0] && y < g.sizes[1] {
-            let av = value(stage_a.then_some(sa as *const A), &pa, tx, r, i);
-            let bv = value(stage_b.then_some(sb as *const B), &pb, tx, r, i);
+            let av = value(stage_a.then_some(sa as *const A), &pa, p, i);
+            let bv = value(stage_b.then_some(sb as *const B), &pb, p, i);
             op.apply(&mut *out.offset(at(g, &base, 0, x, y)), av, bv);
         }
         i += 1;

@@ -1,5 +1,5 @@
-//! GPU benchmark: `cargo run --release --bin bench [-- --quick]`. One JSON line per case on
-//! stdout: GB/s with bytes = every input read once + the output written once, timed with
+//! GPU benchmark: `cargo run --release --bin bench [-- --quick] [--only CASE]`. One JSON
+//! line per case on stdout: GB/s with bytes = every input read once + the output written once, timed with
 //! CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated.
 
@@ -142,7 +142,11 @@ fn dense<T: Elem>(shape: &[usize], seed: u64, f: impl Fn(u64) -> T) -> Result<Op
 }
 
 fn main() -> Result<()> {
-    let quick = std::env::args().any(|a| a == "--quick");
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    // `--only NAME`: only the cases whose name contains NAME (the copy ceiling always runs).
+    let only = args.iter().skip_while(|a| *a != "--only").nth(1).cloned();
+    let want = |case: &str| only.as_deref().is_none_or(|o| case.contains(o));
     let gpu = strided_apply::open(0)?;
     gpu.preload()?;
     eprintln!("bench: {} ({} SMs)", gpu.name(), gpu.sm_count());
@@ -162,7 +166,7 @@ fn main() -> Result<()> {
     } else {
         vec![12, 16, 20, 24, 26, 28]
     };
-    for p in sizes {
+    for p in sizes.into_iter().filter(|_| want("contiguous_add")) {
         let n = 1usize << p;
         let (a, b) = (dense(&[n], 2, rand_f32)?, dense(&[n], 3, rand_f32)?);
         bench3(
@@ -177,7 +181,7 @@ fn main() -> Result<()> {
     }
     let sq = Layout::contiguous(&[big, big])?;
     // f64 and u8 contiguous add.
-    {
+    if want("contiguous_add") {
         let n = big * big / 2;
         let (a, b) = (
             dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?,
@@ -210,27 +214,33 @@ fn main() -> Result<()> {
     // Broadcast row.
     {
         let a = dense(&[big, big], 8, rand_f32)?;
-        let row = dense(&[1, big], 9, rand_f32)?;
-        bench3(&gpu, "broadcast_row", ops::Add, &sq, &a, &row, f32::NAN)?;
-        let a8 = dense(&[big, big], 10, |x| x as u8)?;
-        let row8 = dense(&[1, big], 11, |x| x as u8)?;
-        bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
+        if want("broadcast_row") {
+            let row = dense(&[1, big], 9, rand_f32)?;
+            bench3(&gpu, "broadcast_row", ops::Add, &sq, &a, &row, f32::NAN)?;
+            let a8 = dense(&[big, big], 10, |x| x as u8)?;
+            let row8 = dense(&[1, big], 11, |x| x as u8)?;
+            bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
+        }
         // Transposed operand: A + B^T.
         let bt = Operand {
             host: random(big * big, 12, rand_f32),
             layout: sq.transpose(0, 1)?,
         };
-        bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
+        if want("transposed") {
+            bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
+        }
         // Slice with step 2 as an operand: A[:, ::2] + B.
         let wide = Layout::contiguous(&[big, 2 * big])?;
         let s2 = Operand {
             host: random(2 * big * big, 13, rand_f32),
             layout: wide.slice(1, None, None, 2)?,
         };
-        bench3(&gpu, "slice_step2", ops::Add, &sq, &s2, &a, f32::NAN)?;
+        if want("slice_step2") {
+            bench3(&gpu, "slice_step2", ops::Add, &sq, &s2, &a, f32::NAN)?;
+        }
     }
     // Permuted copy: (64,64,128,256) permuted (3,1,0,2) into a dense tensor.
-    {
+    if want("permute_copy") {
         let shape = if quick {
             [16, 16, 32, 64]
         } else {
@@ -247,7 +257,7 @@ fn main() -> Result<()> {
     // Fused expression c = (a / 3) * (b / 7): one kernel against three (t = a / 3,
     // u = b / 7, c = t * u, temporaries allocated once). Bytes are counted as 2 reads + 1
     // write for both, so the GB/s ratio is the speed ratio.
-    {
+    if want("divmul") {
         let n = if quick { 1 << 24 } else { 1 << 28 };
         let (a, b) = (dense(&[n], 20, rand_f32)?, dense(&[n], 21, rand_f32)?);
         let fused = gpu_kernels::fused::DivMul::new(3.0f32, 7.0);
@@ -303,7 +313,7 @@ fn main() -> Result<()> {
         report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
     }
     // Stencil: 2-D Laplacian of a big × big f32 image (bytes: input read once + output).
-    {
+    if want("stencil") {
         let img = dense(&[big, big], 22, rand_f32)?;
         let d_img = DeviceTensor::from_slice(&gpu, &img.host, &[big, big])?;
         let mut lap = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; big * big], &[big, big])?;
@@ -326,7 +336,7 @@ fn main() -> Result<()> {
         );
     }
     // Tiny tensor: host time per call, planning and launch included.
-    {
+    if want("tiny") {
         let n = 1024;
         let a = DeviceTensor::from_slice(&gpu, &random(n, 15, rand_f32), &[n])?;
         let b = DeviceTensor::from_slice(&gpu, &random(n, 16, rand_f32), &[n])?;
