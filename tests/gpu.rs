@@ -299,6 +299,81 @@ fn raw_api_matches_typed(gpu: &Gpu) -> TestResult {
     }
 }
 
+/// Step-2 views whose last element is the last element of their buffer (no slack after
+/// it), 1-D and in rows, f32 and f64, with and without a tail: the vectorised variant's
+/// whole-vector loads must not read past the view (compute-sanitizer's memcheck would
+/// report it), and every result equals the CPU twin.
+fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
+    use strided_apply::{cpu, ops, Layout};
+    fn one<T: TestElem + PartialEq + std::fmt::Debug>(
+        gpu: &Gpu,
+        rng: &mut Rng,
+        shape: &[usize],
+        row_stride: usize,
+    ) -> Result<(), String>
+    where
+        ops::Add: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
+        ops::Cast: Kernels2<T, T>,
+    {
+        let e = |e: Error| e.to_string();
+        let (rows, cols) = match shape {
+            [n] => (1, *n),
+            [r, c] => (*r, *c),
+            _ => return Err("shape must have 1 or 2 axes".into()),
+        };
+        let strides: Vec<isize> = match shape.len() {
+            1 => vec![2],
+            _ => vec![row_stride as isize, 2],
+        };
+        let len = (rows - 1) * row_stride + 2 * cols - 1;
+        let view = Layout::new(shape, &strides, 0).map_err(e)?;
+        let dense = Layout::contiguous(shape).map_err(e)?;
+        let a_host: Vec<T> = random_vec(rng, len);
+        let b_host: Vec<T> = random_vec(rng, rows * cols);
+        let a = DeviceTensor::from_slice(gpu, &a_host, &[len])
+            .and_then(|t| t.with_layout(view.clone()))
+            .map_err(e)?;
+        let b = DeviceTensor::from_slice(gpu, &b_host, shape).map_err(e)?;
+        let poison = vec![T::poison(); rows * cols];
+        let mut out = DeviceTensor::from_slice(gpu, &poison, shape).map_err(e)?;
+        api::apply3(gpu, ops::Add, &mut out, &a, &b).map_err(e)?;
+        let got = out.to_vec(gpu).map_err(e)?;
+        let mut want = vec![T::poison(); rows * cols];
+        cpu::apply3(
+            ops::Add,
+            (&mut want, &dense),
+            (&a_host, &view),
+            (&b_host, &dense),
+        )
+        .map_err(e)?;
+        match got.iter().zip(&want).position(|(g, w)| g != w) {
+            None => Ok(()),
+            Some(i) => Err(format!(
+                "{} shape {shape:?} row stride {row_stride}: element {i}: GPU {:?}, CPU {:?}",
+                T::NAME,
+                got[i],
+                want[i]
+            )),
+        }
+    }
+    let mut rng = Rng(0x5732);
+    let mut cases = 0;
+    for n in [1, 3, 4, 8, 12, 1000, 1001, 4096, 65536 + 5] {
+        one::<f32>(gpu, &mut rng, &[n], 0)?;
+        one::<f64>(gpu, &mut rng, &[n], 0)?;
+        cases += 2;
+    }
+    // Rows: the row stride keeps rows 16-byte aligned (a multiple of 4 elements).
+    for (rows, cols, rs) in [(3, 4, 8), (5, 8, 20), (64, 256, 516), (7, 12, 24)] {
+        one::<f32>(gpu, &mut rng, &[rows, cols], rs)?;
+        one::<f64>(gpu, &mut rng, &[rows, cols], rs)?;
+        cases += 2;
+    }
+    Ok(format!(
+        "{cases} step-2 views ending at their buffer's end, GPU = CPU twin"
+    ))
+}
+
 // ------------------------------------------------------------------ knobs
 
 /// A count from the environment (`name`), else `default`: the sanitizer run
@@ -1050,12 +1125,16 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 15] = [
+    let tests: [GpuTest; 16] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_stencils_match_cpu_twin", common::stencil::gpu_stencils),
         ("gpu_transcendentals_within_ulp_bound_of_f64", accuracy),
         ("gpu_typed_errors_and_context_survives", typed_errors),
         ("gpu_raw_api_matches_expected", raw_api_matches_typed),
+        (
+            "gpu_step2_views_ending_at_buffer_end",
+            step2_views_ending_at_buffer_end,
+        ),
         ("gpu_raw_api_bad_inputs_are_typed_errors", raw_api_catalogue),
         ("gpu_empty_tensors_launch_nothing", empty_tensors),
         ("gpu_module_errors_are_typed", module_errors),

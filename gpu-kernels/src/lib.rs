@@ -36,25 +36,61 @@ pub mod stencil;
 pub mod tiled;
 
 /// Parameters of the tiled variant (see `tiled`): which inputs are staged through shared
-/// memory, and how many `TILE_X × TILE_Y` tiles cover the two tiled axes.
+/// memory, and the divisors that split a block index into its tile and batch coordinates.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TileArg {
     /// Bit `k - 1` set: input `k` is read through shared memory.
     pub staged: u32,
     /// Tiles along axis 0 (the output's unit-stride axis).
-    pub tiles_x: u32,
+    pub tiles_x: FastDiv,
     /// Tiles along axis 1 (a staged input's unit-stride axis).
-    pub tiles_y: u32,
+    pub tiles_y: FastDiv,
+    /// Sizes of batch axes 2 and 3 (axis 4, the last, takes what remains).
+    pub batch: [FastDiv; 2],
+}
+
+/// Division of 31-bit numbers by a divisor fixed at launch, as a multiply-high, an add and
+/// a shift (the host precomputes `magic` and `shift`; PyTorch's `IntDivider` and cubecl's
+/// `FastDivmod` use the same method). `n / d` for every `n < 2^31` and `1 <= d <= 2^31`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FastDiv {
+    /// The divisor.
+    pub d: u32,
+    /// `⌊2^32 · (2^shift − d) / d⌋ + 1`.
+    pub magic: u32,
+    /// `⌈log2 d⌉`.
+    pub shift: u32,
+}
+
+impl FastDiv {
+    /// The divider for `d`, or `None` unless `1 <= d <= 2^31`.
+    pub const fn new(d: u32) -> Option<FastDiv> {
+        if d == 0 || d > 1 << 31 {
+            return None;
+        }
+        let shift = 32 - (d - 1).leading_zeros();
+        let magic = (((1u64 << 32) * ((1u64 << shift) - d as u64)) / d as u64 + 1) as u32;
+        Some(FastDiv { d, magic, shift })
+    }
+
+    /// `(n / d, n % d)` for `n < 2^31`.
+    #[inline(always)]
+    pub fn divmod(&self, n: u32) -> (u32, u32) {
+        let hi = ((n as u64 * self.magic as u64) >> 32) as u32;
+        let q = (hi + n) >> self.shift;
+        (q, n - q * self.d)
+    }
 }
 
 /// Extent of a tiled variant's tile along axis 0 (the output's unit-stride axis).
-pub const TILE_X: u32 = 64;
+pub const TILE_X: u32 = 32;
 /// Extent of a tile along axis 1 (a staged input's unit-stride axis): one warp.
 pub const TILE_Y: u32 = 32;
 /// Rows of threads per tiled block: a block is `TILE_Y × TILE_ROWS` threads, and each
 /// thread covers `TILE_X / TILE_ROWS` elements of the tile.
-pub const TILE_ROWS: u32 = 8;
+pub const TILE_ROWS: u32 = 4;
 
 /// Bytes of dynamic shared memory the tiled variant uses to stage one input of
 /// `size`-byte elements: a `TILE_X × (TILE_Y + 1)` tile (the padding column avoids bank
@@ -70,3 +106,59 @@ pub mod device;
 pub use elem::{Bool, Elem};
 pub use geometry::{Geometry, Index, MAX_DIMS};
 pub use instantiate::{KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant};
+
+#[cfg(test)]
+mod tests {
+    use super::FastDiv;
+
+    fn check(d: u32, n: u32) {
+        let f = FastDiv::new(d).expect("valid divisor");
+        assert_eq!(f.divmod(n), (n / d, n % d), "{n} / {d}");
+    }
+
+    #[test]
+    fn fast_div_equals_division() {
+        const EDGES: [u32; 8] = [0, 1, 2, 3, 1 << 30, (1 << 31) - 2, (1 << 31) - 1, 12345];
+        for d in 1..=3000u32 {
+            for n in (0..5000u32).chain(EDGES) {
+                check(d, n);
+            }
+            // Multiples of d and their neighbours, up to 2^31 - 1.
+            let mut m = d as u64;
+            while m < 1 << 31 {
+                for n in [m - 1, m, m + 1] {
+                    if n < 1 << 31 {
+                        check(d, n as u32);
+                    }
+                }
+                m = m * 7 + d as u64;
+            }
+        }
+        // Large and power-of-two divisors, pseudo-random numerators.
+        let mut x = 0x9e37_79b9_7f4a_7c15u64;
+        for i in 0..200_000u32 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let d = match i % 4 {
+                0 => 1 << (i % 32).min(31),
+                1 => (x >> 33) as u32 | 1,
+                _ => ((x >> 40) as u32).max(1),
+            };
+            check(d, (x as u32) >> 1);
+        }
+        for d in [1u32 << 31, (1 << 31) - 1, 1 << 16, 65535, 65537] {
+            for n in EDGES {
+                check(d, n);
+            }
+        }
+    }
+
+    #[test]
+    fn fast_div_refuses_zero_and_above_2_pow_31() {
+        assert_eq!(FastDiv::new(0), None);
+        assert_eq!(FastDiv::new((1 << 31) + 1), None);
+        assert_eq!(FastDiv::new(u32::MAX), None);
+        assert!(FastDiv::new(1 << 31).is_some());
+    }
+}

@@ -14,7 +14,7 @@
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{stage_bytes, TileArg, TILE_ROWS, TILE_X, TILE_Y};
+use crate::{stage_bytes, FastDiv, TileArg, TILE_ROWS, TILE_X, TILE_Y};
 use core::mem::MaybeUninit;
 
 const PITCH: u32 = TILE_Y + 1;
@@ -37,22 +37,22 @@ fn block_origin<const N: usize>(
     t: &TileArg,
     block: u32,
 ) -> (u32, u32, [u32; N]) {
-    // SAFETY: the launcher sets both tile counts to at least 1.
-    unsafe { core::hint::assert_unchecked(t.tiles_x != 0 && t.tiles_y != 0) };
-    let bx = block % t.tiles_x;
-    let rest = block / t.tiles_x;
-    let by = rest % t.tiles_y;
-    let mut batch = rest / t.tiles_y;
+    let (rest, bx) = t.tiles_x.divmod(block);
+    let (mut batch, by) = t.tiles_y.divmod(rest);
     let mut base = [0u32; N];
     // Batch axes 2, 3, 4 by constant index, so `sizes[d]` and `strides[k][d]` stay constant
     // offsets into parameter space (a run-time index copies the Geometry to local memory).
-    let mut axis = |d: usize| {
+    let mut axis = |d: usize, div: Option<&FastDiv>| {
         if d < g.ndim as usize {
-            let size = g.sizes[d];
-            // SAFETY: sizes in use are at least 1 (Geometry invariant 1).
-            unsafe { core::hint::assert_unchecked(size != 0) };
-            let i = batch % size;
-            batch /= size;
+            // The last axis in use (at the latest axis 4) takes the rest of the block index.
+            let i = match div {
+                Some(div) if d + 1 < g.ndim as usize => {
+                    let (q, r) = div.divmod(batch);
+                    batch = q;
+                    r
+                }
+                _ => batch,
+            };
             let mut k = 0;
             while k < N {
                 base[k] = base[k].wrapping_add(i.wrapping_mul(g.strides[k][d]));
@@ -60,9 +60,9 @@ fn block_origin<const N: usize>(
             }
         }
     };
-    axis(2);
-    axis(3);
-    axis(4);
+    axis(2, Some(&t.batch[0]));
+    axis(3, Some(&t.batch[1]));
+    axis(4, None);
     (bx * TILE_X, by * TILE_Y, base)
 }
 

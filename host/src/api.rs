@@ -9,8 +9,8 @@ use crate::tensor::DeviceTensor;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::{
-    Elem, Geometry, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, TileArg, Variant,
-    MAX_DIMS,
+    Elem, FastDiv, Geometry, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, TileArg,
+    Variant, MAX_DIMS,
 };
 use std::ffi::c_void;
 
@@ -249,13 +249,19 @@ fn tiled_geometry<const N: usize>(
     let staged = (1..N)
         .filter(|&k| slow(k))
         .fold(0u32, |m, k| m | 1 << (k - 1));
+    // Every divisor is at least 1 (sizes in use are) and at most the element count, below
+    // 2^31 in a 32-bit plan; `FastDiv::new` checks both.
     let t = TileArg {
         staged,
-        tiles_x: g.sizes[0].div_ceil(gpu_kernels::TILE_X),
-        tiles_y: g.sizes[1].div_ceil(gpu_kernels::TILE_Y),
+        tiles_x: FastDiv::new(g.sizes[0].div_ceil(gpu_kernels::TILE_X))?,
+        tiles_y: FastDiv::new(g.sizes[1].div_ceil(gpu_kernels::TILE_Y))?,
+        batch: [
+            FastDiv::new(g.sizes[2].max(1))?,
+            FastDiv::new(g.sizes[3].max(1))?,
+        ],
     };
     let batch: u64 = (2..plan.ndim).map(|d| g.sizes[d] as u64).product();
-    let blocks = t.tiles_x as u64 * t.tiles_y as u64 * batch;
+    let blocks = t.tiles_x.d as u64 * t.tiles_y.d as u64 * batch;
     let shared: usize = (1..N)
         .map(|k| gpu_kernels::stage_bytes(elem_sizes[k]))
         .sum();
