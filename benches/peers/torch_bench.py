@@ -6,6 +6,13 @@ import sys
 import torch
 
 quick = "--quick" in sys.argv
+# `--only NAME`: only the cases whose name contains NAME (the copy ceiling always runs).
+only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[:-1] else None
+
+
+def want(case):
+    return only is None or only in case
+
 dev = "cuda"
 big = 4096 if quick else 16384
 REPS = 25
@@ -68,46 +75,54 @@ src = rand((n,), torch.float32)
 dst = torch.empty_like(src)
 report("pytorch", "d2d_copy", "f32", n, 2 * n * 4, median_ms(lambda i: dst.copy_(src)))
 del src, dst
-for p in ([12, 20, 24] if quick else [12, 16, 20, 24, 26, 28]):
+for p in ([12, 20, 24] if quick else [12, 16, 20, 24, 26, 28]) if want("contiguous_add") else []:
     n = 1 << p
     binary("contiguous_add", lambda: rand((n,), torch.float32), lambda: rand((n,), torch.float32), (n,), torch.float32, "f32")
-n = big * big // 2
-binary("contiguous_add", lambda: rand((n,), torch.float64), lambda: rand((n,), torch.float64), (n,), torch.float64, "f64")
-n = big * big
-binary("contiguous_add", lambda: rand((n,), torch.uint8), lambda: rand((n,), torch.uint8), (n,), torch.uint8, "u8")
+if want("contiguous_add"):
+    n = big * big // 2
+    binary("contiguous_add", lambda: rand((n,), torch.float64), lambda: rand((n,), torch.float64), (n,), torch.float64, "f64")
+    n = big * big
+    binary("contiguous_add", lambda: rand((n,), torch.uint8), lambda: rand((n,), torch.uint8), (n,), torch.uint8, "u8")
 sq = (big, big)
-binary("broadcast_row", lambda: rand(sq, torch.float32), lambda: rand((1, big), torch.float32), sq, torch.float32, "f32")
-binary("broadcast_row", lambda: rand(sq, torch.uint8), lambda: rand((1, big), torch.uint8), sq, torch.uint8, "u8")
-binary("transposed", lambda: rand(sq, torch.float32), lambda: rand(sq, torch.float32).t(), sq, torch.float32, "f32")
-binary("slice_step2", lambda: rand((big, 2 * big), torch.float32)[:, ::2], lambda: rand(sq, torch.float32), sq,
-       torch.float32, "f32")
+if want("broadcast_row"):
+    binary("broadcast_row", lambda: rand(sq, torch.float32), lambda: rand((1, big), torch.float32), sq, torch.float32, "f32")
+    binary("broadcast_row", lambda: rand(sq, torch.uint8), lambda: rand((1, big), torch.uint8), sq, torch.uint8, "u8")
+if want("transposed"):
+    binary("transposed", lambda: rand(sq, torch.float32), lambda: rand(sq, torch.float32).t(), sq, torch.float32, "f32")
+if want("slice_step2"):
+    binary("slice_step2", lambda: rand((big, 2 * big), torch.float32)[:, ::2], lambda: rand(sq, torch.float32), sq,
+           torch.float32, "f32")
 
-shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
-x = rand(shape, torch.float32).permute(3, 1, 0, 2)
-out = torch.empty(x.shape, device=dev)
-n = x.numel()
-report("pytorch", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: out.copy_(x)))
-if cp is not None:
-    cx, cout = cp.from_dlpack(x), cp.from_dlpack(out)
-    report("cupy", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: cp.copyto(cout, cx)))
-try:
-    compiled = torch.compile(lambda t: t.contiguous())
-    report("torch.compile", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: compiled(x)))
-except Exception as e:  # inductor needs a working triton
-    print(f"# torch.compile failed: {e}", file=sys.stderr)
+if want("permute_copy"):
+    shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
+    x = rand(shape, torch.float32).permute(3, 1, 0, 2)
+    out = torch.empty(x.shape, device=dev)
+    n = x.numel()
+    report("pytorch", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: out.copy_(x)))
+    if cp is not None:
+        cx, cout = cp.from_dlpack(x), cp.from_dlpack(out)
+        report("cupy", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: cp.copyto(cout, cx)))
+    try:
+        compiled = torch.compile(lambda t: t.contiguous())
+        report("torch.compile", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: compiled(x)))
+    except Exception as e:  # inductor needs a working triton
+        print(f"# torch.compile failed: {e}", file=sys.stderr)
 
 # Fused expression c = (a / 3) * (b / 7): eager (three kernels and temporaries) and
 # torch.compile (one generated kernel). Bytes counted as 2 reads + 1 write for both.
-n = 1 << 24 if quick else 1 << 28
-fa, fb = rand((n,), torch.float32), rand((n,), torch.float32)
-report("pytorch", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: (fa / 3) * (fb / 7)))
-try:
-    fused = torch.compile(lambda x, y: (x / 3) * (y / 7))
-    report("torch.compile", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: fused(fa, fb)))
-except Exception as e:  # inductor needs a working triton
-    print(f"# torch.compile (fused) failed: {e}", file=sys.stderr)
-del fa, fb
+if want("fused_divmul"):
+    n = 1 << 24 if quick else 1 << 28
+    fa, fb = rand((n,), torch.float32), rand((n,), torch.float32)
+    report("pytorch", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: (fa / 3) * (fb / 7)))
+    try:
+        fused = torch.compile(lambda x, y: (x / 3) * (y / 7))
+        report("torch.compile", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: fused(fa, fb)))
+    except Exception as e:  # inductor needs a working triton
+        print(f"# torch.compile (fused) failed: {e}", file=sys.stderr)
+    del fa, fb
 
+if not want("tiny_add_host_us"):
+    sys.exit(0)
 import time
 a = rand((1024,), torch.float32)
 b = rand((1024,), torch.float32)

@@ -24,8 +24,13 @@ template <class F> static float median_ms(F launch, int reps = 25) {
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+static bool perm_ok(const float* out, const float* in);
+static const float* check_out = nullptr;
+static const float* check_in = nullptr;
 static void report(const char* name, double bytes, float ms) {
-  printf("{\"case\":\"%s\",\"gbps\":%.1f,\"ms\":%.4f}\n", name, bytes / ms / 1e6, ms);
+  const char* ok = "";
+  if (check_out) { ok = perm_ok(check_out, check_in) ? ",\"check\":\"ok\"" : ",\"check\":\"WRONG\""; }
+  printf("{\"case\":\"%s\",\"gbps\":%.1f,\"ms\":%.4f%s}\n", name, bytes / ms / 1e6, ms, ok);
   fflush(stdout);
 }
 
@@ -138,6 +143,38 @@ __global__ void perm_copy_wide(float* out, const float* in) {
     }
 }
 
+// General TU x TP tile (u: output unit axis, p: input unit axis), 32x8 threads.
+// SFAST: batch order s fastest (s is adjacent to u in the output) instead of q.
+template <int TU, int TP, bool SFAST>
+__global__ void perm_tile(float* out, const float* in) {
+  __shared__ float t[TU][TP + 1];
+  constexpr int NU = 128 / TU, NP = 256 / TP;
+  int bx = blockIdx.x;
+  int tu = bx % NU, tp = (bx / NU) % NP, b = bx / (NU * NP);
+  int q = SFAST ? b / 64 : b % 64, s = SFAST ? b % 64 : b / 64;
+  int u0 = tu * TU, p0 = tp * TP;
+  const float* ib = in + (size_t)s * 2097152 + (size_t)q * 32768;
+  float* ob = out + (size_t)q * 8192 + (size_t)s * 128;
+  float v[TU / 8][TP / 32];
+#pragma unroll
+  for (int k = 0; k < TU / 8; k++)
+#pragma unroll
+    for (int j = 0; j < TP / 32; j++)
+      v[k][j] = ib[(size_t)(u0 + threadIdx.y + k * 8) * 256 + p0 + threadIdx.x + 32 * j];
+#pragma unroll
+  for (int k = 0; k < TU / 8; k++)
+#pragma unroll
+    for (int j = 0; j < TP / 32; j++) t[threadIdx.y + k * 8][threadIdx.x + 32 * j] = v[k][j];
+  __syncthreads();
+#pragma unroll
+  for (int k = 0; k < TP / 8; k++)
+#pragma unroll
+    for (int j = 0; j < TU / 32; j++) {
+      int r = threadIdx.y + k * 8, cu = threadIdx.x + 32 * j;
+      ob[(size_t)(p0 + r) * 524288 + u0 + cu] = t[cu][r];
+    }
+}
+
 // ---- slice step 2: c[i][j] = A[i][2j] + B[i][j]; A is rows x 2cols ----
 __global__ void slice_scalar(float* c, const float* a, const float* b, int rows, int cols) {
   size_t n = (size_t)rows * cols;
@@ -165,6 +202,20 @@ __global__ void slice_vec_cs(float4* c, const float4* a, const float4* b, int ro
     float4 x0 = __ldcs(ar), x1 = __ldcs(ar + 1), y = __ldcs(b + i);
     __stcs(c + i, make_float4(x0.x + y.x, x0.z + y.y, x1.x + y.z, x1.z + y.w));
   }
+}
+
+// Spot-checks out[p][q][s][u] == in[s][q][u][p] at 4096 pseudo-random positions.
+static bool perm_ok(const float* out, const float* in) {
+  unsigned x = 12345;
+  for (int i = 0; i < 4096; i++) {
+    x = x * 1664525u + 1013904223u;
+    size_t p = (x >> 4) % 256, q = (x >> 12) % 64, s = (x >> 18) % 64, u = (x >> 24) % 128;
+    float o, v;
+    CK(cudaMemcpy(&o, out + p * 524288 + q * 8192 + s * 128 + u, 4, cudaMemcpyDeviceToHost));
+    CK(cudaMemcpy(&v, in + s * 2097152 + q * 32768 + u * 256 + p, 4, cudaMemcpyDeviceToHost));
+    if (o != v) return false;
+  }
+  return true;
 }
 
 static void fill(float* d, size_t n) {
@@ -197,12 +248,22 @@ int main() {
   report("transpose_add_32x4", B3, median_ms([&] { tr_add<4><<<tg, dim3(32, 4)>>>(c, a, b, side); }));
   report("transpose_add_32x16", B3, median_ms([&] { tr_add<16><<<tg, dim3(32, 16)>>>(c, a, b, side); }));
   size_t np = 1ull << 27;
+  check_out = c; check_in = a;
   report("perm_copy_32x8_order0", 2.0 * np * 4, median_ms([&] { perm_copy<8, 0><<<32 * 64 * 64, dim3(32, 8)>>>(c, a); }));
   report("perm_copy_32x4_order0", 2.0 * np * 4, median_ms([&] { perm_copy<4, 0><<<32 * 64 * 64, dim3(32, 4)>>>(c, a); }));
   report("perm_copy_32x8_order1", 2.0 * np * 4, median_ms([&] { perm_copy<8, 1><<<32 * 64 * 64, dim3(32, 8)>>>(c, a); }));
   report("perm_copy_32x8_order2", 2.0 * np * 4, median_ms([&] { perm_copy<8, 2><<<32 * 64 * 64, dim3(32, 8)>>>(c, a); }));
   report("perm_copy_wide64", 2.0 * np * 4, median_ms([&] { perm_copy_wide<64><<<2 * 8 * 64 * 64, dim3(32, 8)>>>(c, a); }));
   report("perm_copy_wide128", 2.0 * np * 4, median_ms([&] { perm_copy_wide<128><<<8 * 64 * 64, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_32x32", 2.0 * np * 4, median_ms([&] { perm_tile<32, 32, false><<<4 * 8 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_64x32", 2.0 * np * 4, median_ms([&] { perm_tile<64, 32, false><<<2 * 8 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_128x32", 2.0 * np * 4, median_ms([&] { perm_tile<128, 32, false><<<1 * 8 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_128x32_sfast", 2.0 * np * 4, median_ms([&] { perm_tile<128, 32, true><<<1 * 8 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_64x32_sfast", 2.0 * np * 4, median_ms([&] { perm_tile<64, 32, true><<<2 * 8 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_32x64", 2.0 * np * 4, median_ms([&] { perm_tile<32, 64, false><<<4 * 4 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_64x64", 2.0 * np * 4, median_ms([&] { perm_tile<64, 64, false><<<2 * 4 * 4096, dim3(32, 8)>>>(c, a); }));
+  report("perm_tile_128x64", 2.0 * np * 4, median_ms([&] { perm_tile<128, 64, false><<<1 * 4 * 4096, dim3(32, 8)>>>(c, a); }));
+  check_out = nullptr;
   report("slice_vec_flat", B3, median_ms([&] { slice_vec<<<(unsigned)(n / 4 / 256), 256>>>((float4*)c, (float4*)a2, (float4*)b, side, side); }));
   for (int per_sm : {8, 16, 32}) {
     int g = sms * per_sm; char nm[64];

@@ -84,19 +84,52 @@ impl FastDiv {
     }
 }
 
-/// Extent of a tiled variant's tile along axis 0 (the output's unit-stride axis).
-pub const TILE_X: u32 = 32;
-/// Extent of a tile along axis 1 (a staged input's unit-stride axis): one warp.
-pub const TILE_Y: u32 = 32;
-/// Rows of threads per tiled block: a block is `TILE_Y × TILE_ROWS` threads, and each
-/// thread covers `TILE_X / TILE_ROWS` elements of the tile.
-pub const TILE_ROWS: u32 = 4;
+/// Shape of the tiled variant's tiles: `x × y` elements of axes 0 × 1 (the output's and a
+/// staged input's unit-stride axes), blocks of `32 × rows` threads. Both extents are
+/// multiples of 32 (a warp).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TileShape {
+    pub x: u32,
+    pub y: u32,
+    pub rows: u32,
+}
 
-/// Bytes of dynamic shared memory the tiled variant uses to stage one input of
-/// `size`-byte elements: a `TILE_X × (TILE_Y + 1)` tile (the padding column avoids bank
-/// conflicts), rounded up to 16 bytes. Input `k`'s stage follows inputs `1..k`'s.
-pub const fn stage_bytes(size: usize) -> usize {
-    (((TILE_Y + 1) * TILE_X) as usize * size).div_ceil(16) * 16
+impl TileShape {
+    /// Values each thread loads per input (and outputs it writes).
+    pub const fn per_thread(self) -> usize {
+        (self.x * self.y / (32 * self.rows)) as usize
+    }
+
+    /// Bytes of dynamic shared memory that stage one input of `size`-byte elements: an
+    /// `x × (y + 1)` tile (the padding column avoids bank conflicts), rounded up to 16
+    /// bytes. Input `k`'s stage follows inputs `1..k`'s.
+    pub const fn stage_bytes(self, size: usize) -> usize {
+        (((self.y + 1) * self.x) as usize * size).div_ceil(16) * 16
+    }
+}
+
+/// Tiles of `apply2` (one input: a permuted or transposed copy): 64 × 64, 16 values per
+/// thread. CUDA C references on the H200: 3863 GB/s for the permuted copy against 3579 with
+/// 32 × 32 tiles (`benches/NOTES.md`, step 11).
+pub const TILE2: TileShape = TileShape {
+    x: 64,
+    y: 64,
+    rows: 8,
+};
+/// Tiles of `apply3` (two inputs, each staged or not): 32 × 32, 8 values per thread.
+pub const TILE3: TileShape = TileShape {
+    x: 32,
+    y: 32,
+    rows: 4,
+};
+
+/// The tile shape of the tiled variant with `operands` operands (output included).
+pub const fn tile_shape(operands: usize) -> TileShape {
+    if operands == 2 {
+        TILE2
+    } else {
+        TILE3
+    }
 }
 
 #[cfg(target_arch = "nvptx64")]

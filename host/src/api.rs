@@ -249,12 +249,13 @@ fn tiled_geometry<const N: usize>(
     let staged = (1..N)
         .filter(|&k| slow(k))
         .fold(0u32, |m, k| m | 1 << (k - 1));
+    let tile = gpu_kernels::tile_shape(N);
     // Every divisor is at least 1 (sizes in use are) and at most the element count, below
     // 2^31 in a 32-bit plan; `FastDiv::new` checks both.
     let t = TileArg {
         staged,
-        tiles_x: FastDiv::new(g.sizes[0].div_ceil(gpu_kernels::TILE_X))?,
-        tiles_y: FastDiv::new(g.sizes[1].div_ceil(gpu_kernels::TILE_Y))?,
+        tiles_x: FastDiv::new(g.sizes[0].div_ceil(tile.x))?,
+        tiles_y: FastDiv::new(g.sizes[1].div_ceil(tile.y))?,
         batch: [
             FastDiv::new(g.sizes[2].max(1))?,
             FastDiv::new(g.sizes[3].max(1))?,
@@ -262,15 +263,16 @@ fn tiled_geometry<const N: usize>(
     };
     let batch: u64 = (2..plan.ndim).map(|d| g.sizes[d] as u64).product();
     let blocks = t.tiles_x.d as u64 * t.tiles_y.d as u64 * batch;
-    let shared: usize = (1..N)
-        .map(|k| gpu_kernels::stage_bytes(elem_sizes[k]))
-        .sum();
-    (blocks <= i32::MAX as u64).then_some((
+    let shared: usize = (1..N).map(|k| tile.stage_bytes(elem_sizes[k])).sum();
+    // Above 48 KiB a kernel needs an opt-in attribute. No layout comes near it (two staged
+    // 8-byte inputs take 2 × 8.5 KiB with apply3's 32 × 32 tiles, one 33.3 KiB with
+    // apply2's 64 × 64), so this only guards the tile constants.
+    (blocks <= i32::MAX as u64 && shared <= 48 * 1024).then_some((
         g,
         t,
         LaunchShape {
             grid: blocks as u32,
-            block: (gpu_kernels::TILE_Y, gpu_kernels::TILE_ROWS),
+            block: (32, tile.rows),
             shared_bytes: shared as u32,
         },
     ))
