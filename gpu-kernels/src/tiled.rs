@@ -10,8 +10,8 @@
 //! 2. after the barrier, consecutive threads walk axis 0 and write the output along its
 //!    unit-stride axis, staged inputs read back from shared memory.
 //!
-//! The helpers take the tile shape as const parameters `X`, `Y`, `R` (rows of threads) and
-//! `V` (values per thread and input, `X · Y / (32 · R)`).
+//! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
+//! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
@@ -66,7 +66,7 @@ fn block_origin<const N: usize, const X: u32, const Y: u32>(
 /// Phase-1 position `i` of a staged input, in tile coordinates: consecutive threads along
 /// axis 1 (its unit-stride axis), `Y / 32` warp-wide column groups, rows `ty + R · j`.
 #[inline(always)]
-fn phase1<const X: u32, const Y: u32, const R: u32>(tx: u32, ty: u32, i: usize) -> (u32, u32) {
+fn phase1<const Y: u32, const R: u32>(tx: u32, ty: u32, i: usize) -> (u32, u32) {
     let (i, ys) = (i as u32, Y / 32);
     (ty + R * (i / ys), tx + 32 * (i % ys))
 }
@@ -74,7 +74,7 @@ fn phase1<const X: u32, const Y: u32, const R: u32>(tx: u32, ty: u32, i: usize) 
 /// Phase-2 position `i` of the thread, in tile coordinates: consecutive threads along axis
 /// 0 (the output's unit-stride axis), `X / 32` warp-wide column groups, rows `ty + R · j`.
 #[inline(always)]
-fn phase2<const X: u32, const Y: u32, const R: u32>(tx: u32, ty: u32, i: usize) -> (u32, u32) {
+fn phase2<const X: u32, const R: u32>(tx: u32, ty: u32, i: usize) -> (u32, u32) {
     let (i, xs) = (i as u32, X / 32);
     (tx + 32 * (i % xs), ty + R * (i / xs))
 }
@@ -104,9 +104,9 @@ unsafe fn load_tile<
     let mut i = 0;
     while i < V {
         let (px, py) = if staged {
-            phase1::<X, Y, R>(tx, ty, i)
+            phase1::<Y, R>(tx, ty, i)
         } else {
-            phase2::<X, Y, R>(tx, ty, i)
+            phase2::<X, R>(tx, ty, i)
         };
         let (x, y) = (x0 + px, y0 + py);
         if x < g.sizes[0] && y < g.sizes[1] {
@@ -120,14 +120,7 @@ unsafe fn load_tile<
 /// Writes a staged input's values (from [`load_tile`]) to its shared-memory stage: tile
 /// element `(px, py)` at `px · (Y + 1) + py`.
 #[inline(always)]
-unsafe fn stage<
-    T: Copy,
-    const N: usize,
-    const X: u32,
-    const Y: u32,
-    const R: u32,
-    const V: usize,
->(
+unsafe fn stage<T: Copy, const N: usize, const Y: u32, const R: u32, const V: usize>(
     g: &Geometry<u32, 5, N>,
     v: &[MaybeUninit<T>; V],
     stage: *mut T,
@@ -135,7 +128,7 @@ unsafe fn stage<
 ) {
     let mut i = 0;
     while i < V {
-        let (px, py) = phase1::<X, Y, R>(tx, ty, i);
+        let (px, py) = phase1::<Y, R>(tx, ty, i);
         if x0 + px < g.sizes[0] && y0 + py < g.sizes[1] {
             *stage.add((px * (Y + 1) + py) as usize) = v[i].assume_init();
         }
@@ -183,12 +176,12 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     let pos = (x0, y0, tx, ty);
     let pa = load_tile::<A, 2, X, Y, R, V>(g, &base, 1, a, stage_a, pos);
     if stage_a {
-        stage::<A, 2, X, Y, R, V>(g, &pa, sa, pos);
+        stage::<A, 2, Y, R, V>(g, &pa, sa, pos);
     }
     sync_threads();
     let mut i = 0;
     while i < V {
-        let p = phase2::<X, Y, R>(tx, ty, i);
+        let p = phase2::<X, R>(tx, ty, i);
         let (x, y) = (x0 + p.0, y0 + p.1);
         if x < g.sizes[0] && y < g.sizes[1] {
             let av = value::<A, Y, V>(stage_a.then_some(sa as *const A), &pa, p, i);
@@ -226,15 +219,15 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     let pa = load_tile::<A, 3, X, Y, R, V>(g, &base, 1, a, stage_a, pos);
     let pb = load_tile::<B, 3, X, Y, R, V>(g, &base, 2, b, stage_b, pos);
     if stage_a {
-        stage::<A, 3, X, Y, R, V>(g, &pa, sa, pos);
+        stage::<A, 3, Y, R, V>(g, &pa, sa, pos);
     }
     if stage_b {
-        stage::<B, 3, X, Y, R, V>(g, &pb, sb, pos);
+        stage::<B, 3, Y, R, V>(g, &pb, sb, pos);
     }
     sync_threads();
     let mut i = 0;
     while i < V {
-        let p = phase2::<X, Y, R>(tx, ty, i);
+        let p = phase2::<X, R>(tx, ty, i);
         let (x, y) = (x0 + p.0, y0 + p.1);
         if x < g.sizes[0] && y < g.sizes[1] {
             let av = value::<A, Y, V>(stage_a.then_some(sa as *const A), &pa, p, i);

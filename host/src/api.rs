@@ -189,9 +189,8 @@ impl Params {
 /// The vectorised variant's geometry when it applies: every base pointer 16-byte aligned,
 /// and either a contiguous plan, or a 1-axis or 2-axis plan whose inner axis has stride 1
 /// in the output and 1 in every input, or 2 in an input of 4 or more bytes per element (a
-/// step-2 slice such as `A[:, ::2]`), with, for
-/// 2 axes, a row length that is a multiple of the vector width and 16-byte aligned row
-/// strides.
+/// step-2 slice such as `A[:, ::2]`); with 2 axes, also a row length that is a multiple of
+/// the vector width and 16-byte aligned row strides.
 fn vec_geometry<const N: usize>(
     plan: &Plan<N>,
     ptrs: &[u64; N],

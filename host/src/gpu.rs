@@ -275,8 +275,8 @@ impl Gpu {
     /// 2. Every pointer argument is valid for every offset the kernel computes from the
     ///    launch's [`Plan`](crate::plan::Plan), which the planner proved in bounds.
     /// 4. `shape` is what the variant's body expects (grid-stride variants: any grid and
-    ///    1-D blocks; the tiled variant: one block per tile, `32 × rows` threads of its `TileShape` and
-    ///    its stage bytes of shared memory).
+    ///    1-D blocks; the tiled variant: one block per tile, `32 × rows` threads of its
+    ///    `TileShape` and its stage bytes of shared memory).
     /// 3. `stream` is a live stream of this Gpu's context.
     pub(crate) unsafe fn launch(
         &self,
