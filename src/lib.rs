@@ -1,7 +1,8 @@
 //! # strided-apply
 //!
 //! THCApply-style pointwise kernels for strided and broadcast tensors, written in Rust,
-//! compiled ahead of time to PTX, launched through cudarc, with a CPU twin that runs the
+//! compiled ahead of time to machine code for every GPU generation from sm_70 (plus PTX for
+//! newer ones), launched through cudarc, with a CPU twin that runs the
 //! same plan and the same op code.
 //!
 //! | CPU (twin) | GPU |
@@ -38,49 +39,15 @@
 pub use gpu_kernels;
 pub use host::*;
 
-static BODY: &str = include_str!(env!("STRIDED_APPLY_PTX_BODY"));
-
-macro_rules! target {
-    ($sm:literal, $header:literal, $shared:literal) => {
-        PtxText {
-            sm: $sm,
-            header: include_str!(env!($header)),
-            // The targets' PTX differs only in its header: the body is embedded once.
-            body: if env!($shared).as_bytes()[0] == b'1' {
-                BODY
-            } else {
-                ""
-            },
-        }
-    };
+mod builtin_image {
+    include!(concat!(env!("OUT_DIR"), "/module.rs"));
 }
 
-/// PTX of the built-in kernels, one per SM target (from the snapshot or a fresh build).
-pub static BUILTIN_PTX: [PtxText; 3] = [
-    target!(
-        70,
-        "STRIDED_APPLY_PTX_SM70_HEADER",
-        "STRIDED_APPLY_PTX_SM70_SHARED"
-    ),
-    target!(
-        80,
-        "STRIDED_APPLY_PTX_SM80_HEADER",
-        "STRIDED_APPLY_PTX_SM80_SHARED"
-    ),
-    target!(
-        90,
-        "STRIDED_APPLY_PTX_SM90_HEADER",
-        "STRIDED_APPLY_PTX_SM90_SHARED"
-    ),
-];
+/// The built-in kernels (`gpu-kernels`): cubins per SM version and PTX, compressed per
+/// kernel family (from the snapshot or a fresh build).
+pub const BUILTIN: ModuleImage = builtin_image::MODULE;
 
-/// The built-in kernel module (`gpu-kernels`).
-pub const BUILTIN: ModuleImage = ModuleImage {
-    name: "gpu-kernels",
-    ptx: &BUILTIN_PTX,
-};
-
-/// Whether the PTX came from the committed snapshot or a fresh compile.
+/// Whether the kernel image came from the committed snapshot or a fresh compile.
 pub const PTX_SOURCE: &str = env!("STRIDED_APPLY_PTX_SOURCE");
 
 /// Opens device `ordinal` with the built-in kernels registered.

@@ -50,19 +50,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     ];
     let a = random(N * N, 1);
     let b = random(N * N, 2);
+    let t = Instant::now();
     let gpu = match strided_apply::open(0) {
         Ok(g) => {
+            let open_ms = t.elapsed().as_secs_f64() * 1e3;
             println!(
-                "GPU: {} (compute capability {:?}), PTX from {}",
+                "GPU: {} (compute capability {:?}), kernel image from {}",
                 g.name(),
                 g.compute_capability(),
                 strided_apply::PTX_SOURCE
             );
+            cold_start(&g, open_ms)?;
             Some(g)
         }
         Err(e) => {
             println!(
-                "no GPU ({e}); running the CPU twin only (PTX from {})",
+                "no GPU ({e}); running the CPU twin only (kernel image from {})",
                 strided_apply::PTX_SOURCE
             );
             None
@@ -108,6 +111,30 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             2.0 * bytes as f64 / ms / 1e6,
             "-"
         );
+    }
+    Ok(())
+}
+
+/// Prints the cold start in one line (the first launch decodes and loads only its own
+/// family: the best cubin for the device, or PTX) and which code each module runs.
+fn cold_start(gpu: &Gpu, open_ms: f64) -> Result<(), Box<dyn std::error::Error>> {
+    let x = DeviceTensor::from_slice(gpu, &[1.0f32, 2.0], &[2])?;
+    let mut y = DeviceTensor::<f32>::zeros(gpu, &[2])?;
+    let t = Instant::now();
+    apply3(gpu, ops::Add, &mut y, &x, &x)?;
+    gpu.synchronize()?;
+    let first_ms = t.elapsed().as_secs_f64() * 1e3;
+    let modules = gpu.module_info();
+    let load = modules
+        .iter()
+        .flat_map(|m| m.loaded.first())
+        .next()
+        .map_or(String::new(), |l| {
+            format!(" (decode {:.2} ms, module load {:.2} ms)", l.decode_ms, l.load_ms)
+        });
+    println!("cold start: open {open_ms:.0} ms, first apply3(Add) {first_ms:.2} ms{load}");
+    for m in &modules {
+        println!("module {m}");
     }
     Ok(())
 }

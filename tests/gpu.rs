@@ -9,7 +9,8 @@ use common::{cases, random_vec, Rng, TestElem};
 use strided_apply::ops::Accuracy;
 use strided_apply::verify::{self, Distance};
 use strided_apply::{
-    api, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4, ModuleImage, PtxText,
+    api, image, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4, ModuleImage,
+    Target,
 };
 
 type TestResult = Result<String, String>;
@@ -487,84 +488,204 @@ fn random_layouts(gpu: &Gpu) -> TestResult {
 
 // ------------------------------------------------------------------ bad inputs on the GPU
 
-fn leak_image(name: &'static str, sm: u32, ptx: &'static str) -> ModuleImage {
+/// An image for the built-in module's name, built from stored (uncompressed) frames:
+/// `(target, PTX header, [(family, code)])`.
+fn leak_image(targets: &[(Target, &str, &[(&str, &[u8])])]) -> ModuleImage {
+    let mut w = image::Writer::new("module gpu-kernels (test image)");
+    for (target, header, families) in targets {
+        let t = w.add_target(*target, header, None);
+        for (family, code) in *families {
+            w.add_frame(family, t, image::store_frame(code), code.len() as u32);
+        }
+    }
     ModuleImage {
-        name,
-        ptx: Box::leak(Box::new([PtxText {
-            sm,
-            header: "",
-            body: ptx,
-        }])),
+        name: "gpu-kernels",
+        bytes: Box::leak(w.finish().into_boxed_slice()),
     }
 }
 
-/// A valid module that has none of the library's kernels.
-const DUMMY_PTX: &str = ".version 7.0\n.target sm_70\n.address_size 64\n\n.visible .entry strided_apply_test_dummy()\n{\n\tret;\n}\n";
+/// The built-in image with one byte of family `family`'s frame for the device's target
+/// flipped (or, with `cut`, the image cut off inside that frame).
+fn damaged_builtin(gpu: &Gpu, family: &str, cut: bool) -> Result<ModuleImage, String> {
+    let bytes = strided_apply::BUILTIN.bytes;
+    let img = image::Image::parse(bytes).map_err(|e| e.to_string())?;
+    let (major, minor) = gpu.compute_capability();
+    let t = img
+        .choose((major as u32, minor as u32), force_ptx())
+        .ok_or("no target for this device")?;
+    let f = img.family(family).ok_or("family missing from the built-in image")?;
+    let range = img.frame_range(img.frame(f, t));
+    let mut copy = bytes.to_vec();
+    let mid = (range.start + range.end) / 2;
+    if cut {
+        copy.truncate(mid);
+    } else {
+        copy[mid] ^= 0x55;
+    }
+    Ok(ModuleImage {
+        name: "gpu-kernels",
+        bytes: Box::leak(copy.into_boxed_slice()),
+    })
+}
+
+fn force_ptx() -> bool {
+    std::env::var("STRIDED_APPLY_FORCE_PTX").is_ok_and(|v| !v.is_empty() && v != "0")
+}
+
+const PTX_HEADER: &str = ".version 7.0\n.target sm_70\n.address_size 64\n";
+/// A valid PTX body with one kernel that none of the library's names match.
+const DUMMY_BODY: &[u8] = b"\n.visible .entry neg_f32_dummy()\n{\n\tret;\n}\n";
 
 /// Module-level failures, each on a fresh handle with one bad image registered under the
-/// built-in module's name; the original handle keeps working.
+/// built-in module's name: every error names the module, the device's compute capability
+/// and the targets built; the handle keeps working for other families, and so does the
+/// original handle.
 fn module_errors(gpu: &Gpu) -> TestResult {
-    use strided_apply::ops::Neg;
+    use strided_apply::ops::{Add, Neg};
     let mut lines = Vec::new();
+    let neg = |g: &Gpu| -> Result<Result<(), Error>, String> {
+        let a = DeviceTensor::from_slice(g, &[1.0f32, 2.0], &[2]).map_err(estr)?;
+        let mut out = DeviceTensor::<f32>::zeros(g, &[2]).map_err(estr)?;
+        Ok(api::apply2(g, Neg, &mut out, &a))
+    };
+    let add_works = |g: &Gpu| -> Result<(), String> {
+        let a = DeviceTensor::from_slice(g, &[1.0f32, -2.0], &[2]).map_err(estr)?;
+        let mut out = DeviceTensor::<f32>::zeros(g, &[2]).map_err(estr)?;
+        api::apply3(g, Add, &mut out, &a, &a).map_err(estr)?;
+        match out.to_vec(g).map_err(estr)? {
+            v if v == [2.0, -4.0] => Ok(()),
+            v => Err(format!("add after a module error gave {v:?}")),
+        }
+    };
     let fresh = |image: Option<ModuleImage>| -> Result<(Gpu, Result<(), Error>), String> {
         let g = Gpu::new(0).map_err(estr)?;
         if let Some(image) = image {
             g.register(image);
         }
-        let a = DeviceTensor::from_slice(&g, &[1.0f32, 2.0], &[2]).map_err(estr)?;
-        let mut out = DeviceTensor::<f32>::zeros(&g, &[2]).map_err(estr)?;
-        let r = api::apply2(&g, Neg, &mut out, &a);
+        let r = neg(&g)?;
         Ok((g, r))
     };
-    let module = "gpu-kernels";
+    let (major, minor) = gpu.compute_capability();
+    let cc = format!("compute capability {major}.{minor}");
+    let names_all = |e: &Error, built: &str| {
+        let t = e.to_string();
+        t.contains("gpu-kernels") && t.contains(&cc) && t.contains(built)
+    };
     let (_g, r) = fresh(None)?;
     lines.push(expect_err(r, "module not registered", |e| {
-        matches!(
-            e,
-            Error::ModuleNotRegistered {
-                module: "gpu-kernels"
-            }
-        ) && e.to_string().contains("not registered")
+        matches!(e, Error::ModuleNotRegistered { module: "gpu-kernels" })
+            && e.to_string().contains("not registered")
     })?);
-    let (_g, r) = fresh(Some(leak_image(module, 999, DUMMY_PTX)))?;
-    lines.push(expect_err(
-        r,
-        "no PTX for this device",
-        |e| matches!(e, Error::NoPtxForDevice { built, .. } if built == &[999]),
-    )?);
-    let (_g, r) = fresh(Some(leak_image(module, 70, "this is not PTX\n")))?;
+    // Only targets newer than the device (as an sm_60 device sees an sm_70+ image).
+    let newer = (major as u32 + 1) * 10;
+    let (_g, r) = fresh(Some(leak_image(&[
+        (Target::cubin(newer), "", &[("neg_f32", b"x")]),
+        (Target::ptx(newer), PTX_HEADER, &[("neg_f32", DUMMY_BODY)]),
+    ])))?;
+    lines.push(expect_err(r, "no code for this device", |e| {
+        matches!(e, Error::NoCodeForDevice { .. })
+            && names_all(e, &format!("sm_{newer} cubin, sm_{newer} PTX"))
+    })?);
+    // A corrupt frame and a truncated image: the family fails with a typed error, the
+    // same handle still launches other families.
+    for (what, cut) in [("corrupt frame", false), ("truncated image", true)] {
+        let (g, r) = fresh(Some(damaged_builtin(gpu, "neg_f32", cut)?))?;
+        lines.push(expect_err(r, what, |e| {
+            matches!(e, Error::ImageCorrupt { .. }) && names_all(e, "sm_90 PTX")
+        })?);
+        if !cut {
+            add_works(&g).map_err(|e| format!("{what}: {e}"))?;
+        }
+    }
+    // An unreadable index: the targets are unknown, the error says so.
+    let garbage = ModuleImage {
+        name: "gpu-kernels",
+        bytes: b"SAIMAGE1 but nothing else",
+    };
+    let (_g, r) = fresh(Some(garbage))?;
+    lines.push(expect_err(r, "unreadable image", |e| {
+        matches!(e, Error::ImageCorrupt { .. }) && names_all(e, "unknown")
+    })?);
+    // The family is not in the image.
+    let (_g, r) = fresh(Some(leak_image(&[(
+        Target::ptx(70),
+        PTX_HEADER,
+        &[("add_f32", DUMMY_BODY)],
+    )])))?;
+    lines.push(expect_err(r, "family missing", |e| {
+        matches!(e, Error::FamilyMissing { family: "neg_f32", .. }) && names_all(e, "sm_70 PTX")
+    })?);
+    // The driver refuses the code: garbage PTX, PTX newer than the driver.
+    let (_g, r) = fresh(Some(leak_image(&[(
+        Target::ptx(70),
+        PTX_HEADER,
+        &[("neg_f32", b"this is not PTX\n")],
+    )])))?;
     lines.push(expect_err(r, "garbage PTX", |e| {
-        matches!(
-            e,
-            Error::PtxLoad {
-                module: "gpu-kernels",
-                sm: 70,
-                ..
-            }
-        )
+        matches!(e, Error::ModuleLoad { family: "neg_f32", .. }) && names_all(e, "sm_70 PTX")
     })?);
-    let too_new = DUMMY_PTX.replace(".version 7.0", ".version 99.9");
-    let (_g, r) = fresh(Some(leak_image(
-        module,
-        70,
-        Box::leak(too_new.into_boxed_str()),
-    )))?;
+    let (_g, r) = fresh(Some(leak_image(&[(
+        Target::ptx(70),
+        ".version 99.9\n.target sm_70\n.address_size 64\n",
+        &[("neg_f32", DUMMY_BODY)],
+    )])))?;
     lines.push(expect_err(r, "PTX too new for the driver", |e| {
-        matches!(e, Error::PtxLoad { .. }) && e.to_string().contains("older than the PTX")
+        matches!(e, Error::ModuleLoad { .. }) && e.to_string().contains("older than the PTX")
     })?);
-    let (g, r) = fresh(Some(leak_image(module, 70, DUMMY_PTX)))?;
+    // The family loads but lacks the kernel.
+    let (g, r) = fresh(Some(leak_image(&[(
+        Target::ptx(70),
+        PTX_HEADER,
+        &[("neg_f32", DUMMY_BODY)],
+    )])))?;
     lines.push(expect_err(r, "kernel missing", |e| {
         matches!(e, Error::KernelMissing { module: "gpu-kernels", kernel, .. } if kernel.contains("neg"))
     })?);
-    // The failing handle's context still runs work (a copy), and so does the original one.
-    g.synchronize().map_err(estr)?;
-    let a = DeviceTensor::from_slice(gpu, &[1.0f32, -2.0], &[2]).map_err(estr)?;
-    let mut out = DeviceTensor::<f32>::zeros(gpu, &[2]).map_err(estr)?;
-    api::apply2(gpu, Neg, &mut out, &a).map_err(estr)?;
-    if out.to_vec(gpu).map_err(estr)? != [-1.0, 2.0] {
-        return Err("context unusable after module errors".into());
-    }
+    // Registering the real image again on the failing handle makes it whole.
+    g.register(strided_apply::BUILTIN);
+    neg(&g)?.map_err(|e| format!("after re-registering: {e}"))?;
+    add_works(gpu)?;
     Ok(lines.join("; "))
+}
+
+/// The module each launch uses comes from the best target for the device: a cubin unless
+/// `STRIDED_APPLY_FORCE_PTX=1` (then PTX), visible in `module_info`; only the launched
+/// families are loaded.
+fn module_choice(_gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::Add;
+    let g = strided_apply::open(0).map_err(estr)?;
+    let forced = force_ptx();
+    let info = g.module_info();
+    let builtin = info
+        .iter()
+        .find(|i| i.module == "gpu-kernels")
+        .ok_or("built-in module not listed")?;
+    let chosen = builtin.chosen.ok_or("no target chosen")?;
+    let want = if forced { image::Kind::Ptx } else { image::Kind::Cubin };
+    if chosen.kind != want || builtin.forced_ptx != forced {
+        return Err(format!("chose {chosen} (forced {forced}): {builtin}"));
+    }
+    if !builtin.loaded.is_empty() {
+        return Err(format!("families loaded before any launch: {builtin}"));
+    }
+    let a = DeviceTensor::from_slice(&g, &[1.0f32, 2.0], &[2]).map_err(estr)?;
+    let mut out = DeviceTensor::<f32>::zeros(&g, &[2]).map_err(estr)?;
+    api::apply3(&g, Add, &mut out, &a, &a).map_err(estr)?;
+    let one = DeviceTensor::from_slice(&g, &[5.0f32], &[1]).map_err(estr)?;
+    api::apply3(&g, Add, &mut out, &a, &one).map_err(estr)?;
+    if out.to_vec(&g).map_err(estr)? != [6.0, 7.0] {
+        return Err("wrong sums".into());
+    }
+    let after = g.module_info();
+    let loaded: Vec<&str> = after
+        .iter()
+        .find(|i| i.module == "gpu-kernels")
+        .map(|i| i.loaded.iter().map(|l| l.family).collect())
+        .unwrap_or_default();
+    if loaded != ["add_f32"] {
+        return Err(format!("loaded {loaded:?} for two f32 adds"));
+    }
+    Ok(after.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
 }
 
 /// Empty tensors are valid and launch nothing: on a handle with no module registered, an
@@ -1125,7 +1246,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 16] = [
+    let tests: [GpuTest; 17] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_stencils_match_cpu_twin", common::stencil::gpu_stencils),
         ("gpu_transcendentals_within_ulp_bound_of_f64", accuracy),
@@ -1138,6 +1259,7 @@ fn main() {
         ("gpu_raw_api_bad_inputs_are_typed_errors", raw_api_catalogue),
         ("gpu_empty_tensors_launch_nothing", empty_tensors),
         ("gpu_module_errors_are_typed", module_errors),
+        ("gpu_module_choice_and_lazy_families", module_choice),
         ("gpu_random_layouts_match_cpu_twin", random_layouts),
         ("gpu_load_8_threads_shared_gpu", load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load_own_streams),
@@ -1172,17 +1294,12 @@ fn main() {
         }
         Ok(g) => {
             println!(
-                "GPU: {} (cc {:?}), {} SMs, PTX from {}",
+                "GPU: {} (cc {:?}), {} SMs, kernel image from {}",
                 g.name(),
                 g.compute_capability(),
                 g.sm_count(),
                 strided_apply::PTX_SOURCE
             );
-            let t = std::time::Instant::now();
-            if let Err(e) = g.preload() {
-                println!("loading the kernels failed: {e}");
-            }
-            println!("module load: {:.2} s", t.elapsed().as_secs_f64());
             for (name, f) in &tests {
                 if !selected(name) {
                     println!("test {name} ... SKIPPED (not selected by the filter)");
@@ -1209,6 +1326,11 @@ fn main() {
                     }
                 }
             }
+        }
+    }
+    if let Ok(g) = &gpu {
+        for m in g.module_info() {
+            println!("module {m}");
         }
     }
     println!("\ngpu: {passed} passed, {failed} failed, {skipped} skipped");

@@ -1,7 +1,8 @@
-//! Compiles the kernel crate `kernels/` to PTX for sm_70, sm_80 and sm_90 with
-//! strided-apply-builder and writes `$OUT_DIR/module.rs` (`pub const MODULE: ModuleImage`).
-//! Needs the NVPTX toolchain (`scripts/setup-toolchain` at the repository root): this
-//! example keeps no PTX snapshot, to show the from-source path a downstream crate takes.
+//! Compiles the kernel crate `kernels/` with strided-apply-builder into a compressed kernel
+//! image (cubins for sm_70/80/90/100/120 and PTX, one frame per kernel family, each loaded
+//! on first use) and writes `$OUT_DIR/module.rs` (`pub const MODULE: ModuleImage`).
+//! Needs the NVPTX toolchain and ptxas (`scripts/setup-toolchain` at the repository root):
+//! this example keeps no snapshot, to show the from-source path a downstream crate takes.
 
 use std::path::PathBuf;
 
@@ -16,7 +17,7 @@ fn main() {
         .run()
         .and_then(|ptx| ptx.write_module_rs(&out, "custom-op-kernels", "strided_apply"));
     if let Err(e) = result {
-        eprintln!("custom-op: building the kernel PTX failed: {e}");
+        eprintln!("custom-op: building the kernel image failed: {e}");
         std::process::exit(1);
     }
 }

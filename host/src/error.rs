@@ -13,19 +13,39 @@ pub enum Error {
     NoDriver(String),
     #[error("no CUDA device with ordinal {ordinal} ({count} device(s) present)")]
     NoDevice { ordinal: usize, count: usize },
-    #[error("module `{module}` has no PTX for this device (compute capability {major}.{minor}; PTX built for {built:?})")]
-    NoPtxForDevice {
+    #[error("module `{module}` has no code for this device (compute capability {major}.{minor}); built: {built}. A cubin runs on devices of its major version, PTX on devices at or above its version")]
+    NoCodeForDevice {
         module: &'static str,
         major: i32,
         minor: i32,
-        built: Vec<u32>,
+        built: String,
     },
-    #[error("module `{module}` is not registered with this Gpu (register its PTX first)")]
+    #[error("module `{module}` is not registered with this Gpu (register its image first)")]
     ModuleNotRegistered { module: &'static str },
-    #[error("loading PTX module `{module}` (sm_{sm}) failed: {source} (is the driver older than the PTX?)")]
-    PtxLoad {
+    #[error("the kernel image of module `{module}` is corrupt or truncated: {reason} (device compute capability {major}.{minor}; built: {built}); rebuild the crate that embeds it")]
+    ImageCorrupt {
         module: &'static str,
-        sm: u32,
+        major: i32,
+        minor: i32,
+        built: String,
+        reason: String,
+    },
+    #[error("module `{module}` has no kernel family `{family}` (device compute capability {major}.{minor}; built: {built})")]
+    FamilyMissing {
+        module: &'static str,
+        family: &'static str,
+        major: i32,
+        minor: i32,
+        built: String,
+    },
+    #[error("loading family `{family}` of module `{module}` ({target}) on compute capability {major}.{minor} failed: {source} (built: {built}; for PTX: is the driver older than the PTX?)")]
+    ModuleLoad {
+        module: &'static str,
+        family: &'static str,
+        target: String,
+        major: i32,
+        minor: i32,
+        built: String,
         source: cudarc::driver::DriverError,
     },
     #[error("kernel `{kernel}` is missing from module `{module}`: {source}")]

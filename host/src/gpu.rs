@@ -1,28 +1,103 @@
-//! The GPU: a CUDA context, a stream, lazily loaded PTX modules, and the one place that
-//! launches a kernel.
+//! The GPU: a CUDA context, a stream, kernel families loaded on first use (the best cubin
+//! for the device, else PTX), and the one place that launches a kernel.
 
 use crate::error::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
 use gpu_kernels::{KernelNames, Variant};
+use strided_apply_image::{family_of, Image, ImageError, Kind, Target};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
 
-/// PTX of one kernel crate for several SM targets (from `strided-apply-builder`).
+/// The kernel image of one kernel crate (from `strided-apply-builder`): cubins for several
+/// SM versions and PTX, one compressed frame per kernel family, decoded and loaded on the
+/// family's first launch.
 #[derive(Clone, Copy, Debug)]
 pub struct ModuleImage {
     /// The kernel crate's package name (what `kernels!` records in [`KernelNames::module`]).
     pub name: &'static str,
-    /// One PTX text per SM target.
-    pub ptx: &'static [PtxText],
+    /// The image ([`strided_apply_image`] format), usually `include_bytes!`.
+    pub bytes: &'static [u8],
 }
 
-/// The PTX for one SM target, as `header + body` (targets usually share the body).
-#[derive(Clone, Copy, Debug)]
-pub struct PtxText {
-    pub sm: u32,
-    pub header: &'static str,
-    pub body: &'static str,
+/// Time spent bringing one family onto the device.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FamilyLoad {
+    pub family: &'static str,
+    /// Decompressing its frame (and, for the module's first family, the dictionary).
+    pub decode_ms: f64,
+    /// `cuModuleLoadData` (for PTX, the driver's compilation or cache lookup).
+    pub load_ms: f64,
+}
+
+/// What a [`Gpu`] chose and loaded for one registered module ([`Gpu::module_info`]).
+#[derive(Clone, Debug)]
+pub struct ModuleInfo {
+    pub module: &'static str,
+    /// Compressed size of the image.
+    pub image_bytes: usize,
+    /// Targets in the image.
+    pub built: Vec<Target>,
+    /// What runs on this device, if anything.
+    pub chosen: Option<Target>,
+    /// Whether `STRIDED_APPLY_FORCE_PTX` asked for PTX.
+    pub forced_ptx: bool,
+    /// Number of families in the image.
+    pub families: usize,
+    /// Families loaded so far, in load order.
+    pub loaded: Vec<FamilyLoad>,
+    /// Why the image could not be read, if it could not.
+    pub error: Option<String>,
+}
+
+impl std::fmt::Display for ModuleInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let chosen = self
+            .chosen
+            .map_or_else(|| "nothing runs on this device".to_string(), |t| t.to_string());
+        write!(
+            f,
+            "{}: {chosen}{}; {} families, {} loaded",
+            self.module,
+            if self.forced_ptx { " (PTX forced)" } else { "" },
+            self.families,
+            self.loaded.len()
+        )?;
+        if !self.loaded.is_empty() {
+            let (d, l) = self
+                .loaded
+                .iter()
+                .fold((0.0, 0.0), |(d, l), x| (d + x.decode_ms, l + x.load_ms));
+            write!(f, " (decode {d:.2} ms, load {l:.2} ms)")?;
+        }
+        write!(f, "; image {:.2} MB: {}", self.image_bytes as f64 / 1e6, built_list(&self.built))?;
+        if let Some(e) = &self.error {
+            write!(f, "; unreadable: {e}")?;
+        }
+        Ok(())
+    }
+}
+
+fn built_list(targets: &[Target]) -> String {
+    if targets.is_empty() {
+        return "no targets".into();
+    }
+    targets.iter().map(Target::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// A registered module: its parsed image, the target chosen for the device, and the
+/// decoded dictionary of that target (once).
+struct Registered {
+    image: ModuleImage,
+    parsed: std::result::Result<Image<'static>, ImageError>,
+    choice: Option<usize>,
+    dictionary: std::sync::OnceLock<std::result::Result<Option<Vec<u8>>, ImageError>>,
+    loads: std::sync::Mutex<Vec<FamilyLoad>>,
+}
+
+/// `STRIDED_APPLY_FORCE_PTX` set to anything but empty or `0`.
+fn force_ptx_env() -> bool {
+    std::env::var("STRIDED_APPLY_FORCE_PTX").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
 /// Blocks per SM a grid-stride launch is capped at: `STRIDED_APPLY_BLOCKS_PER_SM` (a
@@ -58,8 +133,12 @@ pub struct Gpu {
     stream: Arc<CudaStream>,
     cc: (i32, i32),
     sm_count: u32,
-    images: RwLock<HashMap<&'static str, ModuleImage>>,
-    modules: RwLock<HashMap<&'static str, Arc<CudaModule>>>,
+    force_ptx: bool,
+    images: RwLock<HashMap<&'static str, Arc<Registered>>>,
+    /// Loaded families by (module, family).
+    modules: RwLock<HashMap<(&'static str, &'static str), Arc<CudaModule>>>,
+    /// Modules of images registered again since: kept loaded (see `register`).
+    retired: std::sync::Mutex<Vec<Arc<CudaModule>>>,
     /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
     functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
 }
@@ -109,8 +188,10 @@ impl Gpu {
             stream,
             cc,
             sm_count,
+            force_ptx: force_ptx_env(),
             images: RwLock::default(),
             modules: RwLock::default(),
+            retired: Default::default(),
             functions: RwLock::default(),
         })
     }
@@ -123,17 +204,72 @@ impl Gpu {
             stream,
             cc: self.cc,
             sm_count: self.sm_count,
+            force_ptx: self.force_ptx,
             images: RwLock::new(self.images.read().map(|m| m.clone()).unwrap_or_default()),
             modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
+            retired: Default::default(),
             functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
         })
     }
 
-    /// Makes a kernel crate's PTX available; it is loaded on first use.
+    /// Makes a kernel crate's image available. Its index is read now (a few
+    /// microseconds); each family is decoded and loaded on its first launch. An image that
+    /// cannot be read is kept, and every launch from it reports why.
     pub fn register(&self, image: ModuleImage) {
+        let parsed = Image::parse(image.bytes);
+        let cc = (self.cc.0.max(0) as u32, self.cc.1.max(0) as u32);
+        let choice = parsed.as_ref().ok().and_then(|i| i.choose(cc, self.force_ptx));
+        let reg = Registered {
+            image,
+            parsed,
+            choice,
+            dictionary: Default::default(),
+            loads: Default::default(),
+        };
         if let Ok(mut m) = self.images.write() {
-            m.insert(image.name, image);
+            m.insert(image.name, Arc::new(reg));
         }
+        // Families of an image registered again under the same name reload from it. The
+        // modules loaded from the old image stay loaded as long as this Gpu: a launch on
+        // another thread may hold one of their raw kernel handles.
+        if let Ok(mut m) = self.modules.write() {
+            let old: Vec<_> = m.keys().filter(|(module, _)| *module == image.name).copied().collect();
+            let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
+            retired.extend(old.iter().filter_map(|k| m.remove(k)));
+        }
+        if let Ok(mut f) = self.functions.write() {
+            f.retain(|(module, _), _| *module != image.name);
+        }
+    }
+
+    /// What was chosen and loaded for each registered module, by name.
+    pub fn module_info(&self) -> Vec<ModuleInfo> {
+        let images: Vec<Arc<Registered>> = self
+            .images
+            .read()
+            .map(|m| m.values().cloned().collect())
+            .unwrap_or_default();
+        let mut info: Vec<ModuleInfo> = images
+            .iter()
+            .map(|r| {
+                let (built, families, error) = match &r.parsed {
+                    Ok(i) => (i.targets().to_vec(), i.len(), None),
+                    Err(e) => (Vec::new(), 0, Some(e.to_string())),
+                };
+                ModuleInfo {
+                    module: r.image.name,
+                    image_bytes: r.image.bytes.len(),
+                    chosen: r.choice.map(|t| built[t]),
+                    built,
+                    forced_ptx: self.force_ptx,
+                    families,
+                    loaded: r.loads.lock().map(|l| l.clone()).unwrap_or_default(),
+                    error,
+                }
+            })
+            .collect();
+        info.sort_by_key(|i| i.module);
+        info
     }
 
     pub fn name(&self) -> String {
@@ -157,58 +293,124 @@ impl Gpu {
         self.stream.synchronize().map_err(driver("synchronizing"))
     }
 
-    fn module(&self, name: &'static str) -> Result<Arc<CudaModule>> {
-        if let Some(m) = self.modules.read().ok().and_then(|m| m.get(name).cloned()) {
+    /// The loaded module of family `family` of module `name`: decoded and loaded on first
+    /// use, then cached.
+    fn family_module(&self, name: &'static str, family: &'static str) -> Result<Arc<CudaModule>> {
+        let key = (name, family);
+        if let Some(m) = self.modules.read().ok().and_then(|m| m.get(&key).cloned()) {
             return Ok(m);
         }
+        let reg = self
+            .images
+            .read()
+            .ok()
+            .and_then(|i| i.get(name).cloned())
+            .ok_or(Error::ModuleNotRegistered { module: name })?;
         let mut modules = self
             .modules
             .write()
             .map_err(|_| Error::ModuleNotRegistered { module: name })?;
-        if let Some(m) = modules.get(name) {
+        if let Some(m) = modules.get(&key) {
             return Ok(m.clone());
         }
-        let image = self
-            .images
-            .read()
-            .ok()
-            .and_then(|i| i.get(name).copied())
-            .ok_or(Error::ModuleNotRegistered { module: name })?;
-        let device_sm = (self.cc.0 * 10 + self.cc.1) as u32;
-        let text = image
-            .ptx
-            .iter()
-            .filter(|t| t.sm <= device_sm)
-            .max_by_key(|t| t.sm)
-            .copied()
-            .ok_or_else(|| Error::NoPtxForDevice {
-                module: name,
-                major: self.cc.0,
-                minor: self.cc.1,
-                built: image.ptx.iter().map(|t| t.sm).collect(),
-            })?;
-        let (sm, ptx) = (text.sm, format!("{}{}", text.header, text.body));
-        let module = self
-            .ctx
-            .load_module(cudarc::nvrtc::Ptx::from_src(ptx))
-            .map_err(|source| Error::PtxLoad {
-                module: name,
-                sm,
-                source,
-            })?;
-        modules.insert(name, module.clone());
+        let (major, minor) = self.cc;
+        let image = reg.parsed.as_ref().map_err(|e| Error::ImageCorrupt {
+            module: name,
+            major,
+            minor,
+            built: "unknown (unreadable image)".into(),
+            reason: e.to_string(),
+        })?;
+        let built = || built_list(image.targets());
+        let corrupt = |e: &ImageError| Error::ImageCorrupt {
+            module: name,
+            major,
+            minor,
+            built: built(),
+            reason: e.to_string(),
+        };
+        let t = reg.choice.ok_or_else(|| Error::NoCodeForDevice {
+            module: name,
+            major,
+            minor,
+            built: built(),
+        })?;
+        let target = image.targets()[t];
+        let missing = || Error::FamilyMissing {
+            module: name,
+            family,
+            major,
+            minor,
+            built: built(),
+        };
+        let f = image.family(family).ok_or_else(missing)?;
+        let start = std::time::Instant::now();
+        let dict = reg
+            .dictionary
+            .get_or_init(|| image.dictionary(t))
+            .as_ref()
+            .map_err(corrupt)?;
+        let code = image.decode(f, t, dict.as_deref()).map_err(|e| corrupt(&e))?;
+        if code.is_empty() {
+            return Err(missing());
+        }
+        let decode_ms = start.elapsed().as_secs_f64() * 1e3;
+        let load = match target.kind {
+            // The decoded bytes are exactly the cubin ptxas wrote (content checksum and
+            // length checked), so the driver reads a well-formed ELF image.
+            Kind::Cubin => cudarc::nvrtc::Ptx::from_binary(code),
+            Kind::Ptx => {
+                let text = String::from_utf8(code)
+                    .ok()
+                    .filter(|t| !t.contains('\0'))
+                    .ok_or_else(|| Error::ImageCorrupt {
+                        module: name,
+                        major,
+                        minor,
+                        built: built(),
+                        reason: format!("family `{family}` ({target}) is not PTX text"),
+                    })?;
+                cudarc::nvrtc::Ptx::from_src(format!("{}{text}", image.header(t)))
+            }
+        };
+        let start = std::time::Instant::now();
+        let module = self.ctx.load_module(load).map_err(|source| Error::ModuleLoad {
+            module: name,
+            family,
+            target: target.to_string(),
+            major,
+            minor,
+            built: built(),
+            source,
+        })?;
+        let load_ms = start.elapsed().as_secs_f64() * 1e3;
+        if let Ok(mut l) = reg.loads.lock() {
+            l.push(FamilyLoad {
+                family,
+                decode_ms,
+                load_ms,
+            });
+        }
+        modules.insert(key, module.clone());
         Ok(module)
     }
 
-    /// Loads every registered module now (otherwise the first launch of each does).
+    /// Loads every family of every registered module now (otherwise the first launch of
+    /// each does). With PTX this compiles every kernel: meant for tests and warm-up.
     pub fn preload(&self) -> Result<()> {
-        let names: Vec<&'static str> = self
+        let images: Vec<Arc<Registered>> = self
             .images
             .read()
-            .map(|i| i.keys().copied().collect())
+            .map(|i| i.values().cloned().collect())
             .unwrap_or_default();
-        for n in names {
-            self.module(n)?;
+        for reg in images {
+            let families: Vec<&'static str> = match &reg.parsed {
+                Ok(i) => (0..i.len()).map(|f| i.family_name(f)).collect(),
+                Err(_) => Vec::new(),
+            };
+            for family in families {
+                self.family_module(reg.image.name, family)?;
+            }
         }
         Ok(())
     }
@@ -224,7 +426,7 @@ impl Gpu {
         {
             return Ok(f);
         }
-        let m = self.module(module)?;
+        let m = self.family_module(module, family_of(kernel))?;
         let f = m
             .load_function(kernel)
             .map_err(|source| Error::KernelMissing {
@@ -303,7 +505,8 @@ impl Gpu {
         args: &mut [*mut c_void],
     ) -> Result<()> {
         // The raw handle under the read lock (no clone of the cached function): the
-        // module it belongs to stays in `modules` as long as this Gpu.
+        // module it belongs to stays loaded as long as this Gpu (in `modules`, or in
+        // `retired` once its image is registered again).
         let cached = self
             .functions
             .read()

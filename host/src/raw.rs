@@ -41,7 +41,7 @@ impl RawTensor<'_> {
                 return Err(Error::NullPointer { operand });
             }
             let align = expected.size();
-            if self.ptr % align as u64 != 0 {
+            if !self.ptr.is_multiple_of(align as u64) {
                 return Err(Error::Misaligned {
                     operand,
                     ptr: self.ptr,

@@ -1,5 +1,6 @@
-//! GPU benchmark: `cargo run --release --bin bench [-- --quick] [--only CASE]`. One JSON
-//! line per case on stdout: GB/s with bytes = every input read once + the output written
+//! GPU benchmark: `cargo run --release --bin bench [-- --quick] [--only CASE]`, or
+//! `-- --cold LABEL` for the cold start of a fresh process (driver and context, first
+//! module load, first launch; see `scripts/gpu-run cold`). One JSON line per case on stdout: GB/s with bytes = every input read once + the output written
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated.
 
@@ -141,14 +142,51 @@ fn dense<T: Elem>(shape: &[usize], seed: u64, f: impl Fn(u64) -> T) -> Result<Op
     })
 }
 
+/// One cold start, in this (fresh) process: `open` (driver and context), the first f32
+/// `apply3(Add)` with its family's decode and module load, and a second launch.
+fn cold_start(label: &str) -> Result<()> {
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let gpu = strided_apply::open(0)?;
+    let open_ms = ms(t);
+    let n = 1 << 20;
+    let a = DeviceTensor::from_slice(&gpu, &random(n, 1, rand_f32), &[n])?;
+    let mut out = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; n], &[n])?;
+    gpu.synchronize()?;
+    let t = Instant::now();
+    api::apply3(&gpu, ops::Add, &mut out, &a, &a)?;
+    gpu.synchronize()?;
+    let first_ms = ms(t);
+    let t = Instant::now();
+    api::apply3(&gpu, ops::Add, &mut out, &a, &a)?;
+    gpu.synchronize()?;
+    let second_ms = ms(t);
+    let want: Vec<f32> = a.to_vec(&gpu)?.iter().map(|x| x + x).collect();
+    let check = check_label(&out.to_vec(&gpu)?, &want);
+    let info = gpu.module_info();
+    let m = info.iter().find(|m| m.module == "gpu-kernels");
+    let loaded: Vec<&str> = m.map(|m| m.loaded.iter().map(|l| l.family).collect()).unwrap_or_default();
+    let (decode_ms, load_ms) = m
+        .and_then(|m| m.loaded.first())
+        .map_or((0.0, 0.0), |l| (l.decode_ms, l.load_ms));
+    let target = m.and_then(|m| m.chosen).map_or("none".into(), |t| t.to_string());
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"cold_start\",\"label\":\"{label}\",\"target\":\"{target}\",\"open_ms\":{open_ms:.2},\"first_apply3_ms\":{first_ms:.3},\"decode_ms\":{decode_ms:.3},\"load_ms\":{load_ms:.3},\"second_apply3_ms\":{second_ms:.3},\"families_loaded\":{loaded:?},\"check\":\"{check}\"}}"
+    );
+    Ok(())
+}
+
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
     // `--only NAME`: only the cases whose name contains NAME (the copy ceiling always runs).
     let only = args.iter().skip_while(|a| *a != "--only").nth(1).cloned();
     let want = |case: &str| only.as_deref().is_none_or(|o| case.contains(o));
+    if let Some(label) = args.iter().skip_while(|a| *a != "--cold").nth(1) {
+        return cold_start(label);
+    }
+    // Families load on their first launch, inside each case's warm-up.
     let gpu = strided_apply::open(0)?;
-    gpu.preload()?;
     eprintln!("bench: {} ({} SMs)", gpu.name(), gpu.sm_count());
     let big = if quick { 4096 } else { 16384 };
 

@@ -1,5 +1,5 @@
-//! The host side of the custom-op example: the PTX of `custom-op-kernels` (compiled by
-//! `build.rs`) as a [`ModuleImage`](strided_apply::ModuleImage), registered beside the
+//! The host side of the custom-op example: the kernel image of `custom-op-kernels`
+//! (compiled by `build.rs`) as a [`ModuleImage`](strided_apply::ModuleImage), registered beside the
 //! library's built-in kernels. Launches go through strided-apply's planner and typed API,
 //! and the CPU twin runs the same op code.
 //!

@@ -1,14 +1,20 @@
-//! Ahead-of-time PTX for kernel crates written in Rust.
+//! Ahead-of-time machine code for kernel crates written in Rust.
 //!
 //! A `build.rs` calls [`PtxBuild::run`]: when the crate's committed snapshot
-//! (`<crate>/ptx/sm_NN.ptx` + `FINGERPRINT`) matches the hash of the kernel sources and
-//! builder flags, the snapshot is used and no GPU toolchain is needed (stable Rust is
-//! enough). Otherwise the crate is compiled with rustc's NVPTX backend:
+//! (`<crate>/image/kernels.img` + `FINGERPRINT`) matches the hash of the kernel sources and
+//! builder settings, the snapshot is used and no GPU toolchain is needed (stable Rust is
+//! enough). Otherwise the crate is compiled to PTX with rustc's NVPTX backend,
 //!
 //! ```text
 //! RUSTC_BOOTSTRAP=1 cargo build --release --target nvptx64-nvidia-cuda -Zbuild-std=core
 //!   -C target-cpu=sm_NN -C linker=llvm-bitcode-linker -C link-arg=libdevice.10.bc
 //! ```
+//!
+//! the PTX is split into one small module per kernel family (`add_f32`: `add_f32_v`,
+//! `add_f32_c`, …), `ptxas` compiles every family for every cubin target
+//! ([`DEFAULT_CUBINS`]: sm_70, sm_80, sm_90, sm_100, sm_120), and everything is stored as
+//! one zstd frame per family and target ([`strided_apply_image`]), with the PTX kept for
+//! GPUs newer than every cubin.
 //!
 //! The toolchain is found, in this order: environment overrides
 //! (`STRIDED_APPLY_NVPTX_RUSTC`, `…_CARGO`, `…_BITCODE_LINKER`, `…_LLVM_BIN`), a rustup
@@ -33,8 +39,23 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// SM targets built by default. The host picks the highest one the device can run.
+mod assemble;
+pub mod split;
+
+pub use assemble::{TargetStats, NO_SPILL};
+pub use strided_apply_image as image;
+
+/// PTX targets built by default (one nvptx build each).
 pub const DEFAULT_ARCHS: [u32; 3] = [70, 80, 90];
+
+/// Cubin targets built by default, as `(sm, PTX target compiled from)`: one cubin runs on
+/// every device of its major version at or above its minor version, so these cover
+/// compute capability 7.x, 8.x, 9.0, 10.x and 12.x. `ptxas` compiles PTX of a lower
+/// target for a higher one (the sm_90 PTX gives the sm_100 and sm_120 cubins).
+pub const DEFAULT_CUBINS: [(u32, u32); 5] = [(70, 70), (80, 80), (90, 90), (100, 90), (120, 90)];
+
+/// The image file inside a snapshot folder.
+pub const IMAGE_FILE: &str = "kernels.img";
 
 /// Flags that change the PTX; part of the fingerprint.
 const PROFILE_FLAGS: [&str; 6] = [
@@ -59,6 +80,12 @@ pub enum BuildError {
         sm: u32,
         stderr: String,
     },
+    /// `ptxas` refused a family's PTX.
+    Ptxas {
+        sm: u32,
+        family: String,
+        output: String,
+    },
     Io(std::io::Error),
 }
 
@@ -77,6 +104,9 @@ impl fmt::Display for BuildError {
             ),
             BuildError::Compile { sm, stderr } => {
                 write!(f, "compiling the kernels for sm_{sm} failed:\n{stderr}")
+            }
+            BuildError::Ptxas { sm, family, output } => {
+                write!(f, "ptxas -arch=sm_{sm} failed on family `{family}`:\n{output}")
             }
             BuildError::Io(e) => write!(f, "I/O error while building PTX: {e}"),
         }
@@ -100,6 +130,8 @@ pub struct Toolchain {
     /// Folder with llvm-link, opt and llc (put on the linker's PATH).
     pub llvm_bin: PathBuf,
     pub libdevice: PathBuf,
+    /// `ptxas` (PTX to cubin).
+    pub ptxas: PathBuf,
     /// `rustc --version` and where it came from.
     pub version: String,
 }
@@ -117,8 +149,9 @@ fn run_stdout(cmd: &mut Command) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
-fn find_libdevice() -> Result<PathBuf, String> {
-    if let Some(p) = env_path("STRIDED_APPLY_LIBDEVICE") {
+/// A file of the pip wheel `nvidia-cuda-nvcc-cu12` (libdevice, ptxas), unless `var` names one.
+fn find_nvcc_file(var: &str, rel: &str) -> Result<PathBuf, String> {
+    if let Some(p) = env_path(var) {
         return Ok(p);
     }
     let py = std::env::var("PYTHON").unwrap_or_else(|_| "python3".into());
@@ -126,8 +159,8 @@ fn find_libdevice() -> Result<PathBuf, String> {
         "-c",
         "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
     ]))
-    .ok_or("libdevice not found: pip package nvidia-cuda-nvcc-cu12 is not installed")?;
-    let p = Path::new(&dir).join("nvvm/libdevice/libdevice.10.bc");
+    .ok_or_else(|| format!("{rel} not found: pip package nvidia-cuda-nvcc-cu12 is not installed"))?;
+    let p = Path::new(&dir).join(rel);
     if p.is_file() {
         Ok(p)
     } else {
@@ -135,10 +168,27 @@ fn find_libdevice() -> Result<PathBuf, String> {
     }
 }
 
+fn find_libdevice() -> Result<PathBuf, String> {
+    find_nvcc_file("STRIDED_APPLY_LIBDEVICE", "nvvm/libdevice/libdevice.10.bc")
+}
+
+/// `ptxas`: `STRIDED_APPLY_PTXAS`, else the one of the pip wheel `nvidia-cuda-nvcc-cu12`.
+pub fn find_ptxas() -> Result<PathBuf, String> {
+    find_nvcc_file("STRIDED_APPLY_PTXAS", "bin/ptxas")
+}
+
+/// `ptxas --version`, last line (`Cuda compilation tools, release 12.9, V12.9.86`).
+pub fn ptxas_version(ptxas: &Path) -> String {
+    run_stdout(Command::new(ptxas).arg("--version"))
+        .and_then(|v| v.lines().rfind(|l| l.contains("release")).map(str::to_string))
+        .unwrap_or_else(|| "unknown ptxas".into())
+}
+
 impl Toolchain {
     /// Finds a toolchain: environment overrides, rustup nightly, Debian packages.
     pub fn detect() -> Result<Toolchain, String> {
         let libdevice = find_libdevice()?;
+        let ptxas = find_ptxas()?;
         // 1. Explicit overrides.
         if let (Some(rustc), Some(cargo), Some(linker), Some(llvm_bin)) = (
             env_path("STRIDED_APPLY_NVPTX_RUSTC"),
@@ -154,6 +204,7 @@ impl Toolchain {
                 linker,
                 llvm_bin,
                 libdevice,
+                ptxas,
                 version,
             });
         }
@@ -182,6 +233,7 @@ impl Toolchain {
                     linker,
                     llvm_bin: bin,
                     libdevice,
+                    ptxas,
                     version,
                 });
             }
@@ -215,24 +267,28 @@ impl Toolchain {
             linker,
             llvm_bin,
             libdevice,
+            ptxas,
             version,
         })
     }
 }
 
-/// Where a build's PTX came from.
+/// Where a build's image came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PtxSource {
     Snapshot,
     Compiled,
 }
 
-/// The PTX files of one kernel crate, one per SM target.
+/// The kernel image of one kernel crate.
 #[derive(Clone, Debug)]
-pub struct PtxOutput {
-    pub files: Vec<(u32, PathBuf)>,
+pub struct ImageOutput {
+    /// The image file (the snapshot's, or a fresh one under `OUT_DIR`).
+    pub image: PathBuf,
     pub source: PtxSource,
     pub fingerprint: String,
+    /// Per target, what ptxas reported and the compressed size (fresh builds only).
+    pub stats: Vec<TargetStats>,
 }
 
 /// One kernel crate to compile.
@@ -242,11 +298,25 @@ pub struct PtxBuild {
     pub crate_dir: PathBuf,
     /// Extra folders whose sources the PTX depends on (e.g. `gpu-kernels` for a user crate).
     pub extra_sources: Vec<PathBuf>,
+    /// PTX targets (one nvptx build each).
     pub archs: Vec<u32>,
+    /// Cubin targets as `(sm, PTX target compiled from)`.
+    pub cubins: Vec<(u32, u32)>,
     /// Where the nested nvptx builds keep their target folders.
     pub target_dir: PathBuf,
-    /// Where the committed snapshot lives (default `<crate_dir>/ptx`).
+    /// Where the committed snapshot lives (default `<crate_dir>/image`).
     pub snapshot_dir: PathBuf,
+}
+
+/// What [`PtxBuild::check_snapshot`] found.
+#[derive(Clone, Debug, Default)]
+pub struct CheckReport {
+    /// What differs between the snapshot and a fresh build (empty: fresh).
+    pub stale: Vec<String>,
+    /// What could not be compared, and why.
+    pub notes: Vec<String>,
+    /// The fresh build's per-target statistics.
+    pub stats: Vec<TargetStats>,
 }
 
 impl PtxBuild {
@@ -255,10 +325,11 @@ impl PtxBuild {
         let target_dir = env_path("STRIDED_APPLY_PTX_TARGET_DIR")
             .unwrap_or_else(|| crate_dir.join("../target/ptx-build"));
         PtxBuild {
-            snapshot_dir: crate_dir.join("ptx"),
+            snapshot_dir: crate_dir.join("image"),
             crate_dir,
             extra_sources: Vec::new(),
             archs: DEFAULT_ARCHS.to_vec(),
+            cubins: DEFAULT_CUBINS.to_vec(),
             target_dir,
         }
     }
@@ -280,8 +351,8 @@ impl PtxBuild {
             .ok_or_else(|| BuildError::Io(std::io::Error::other("no package name in Cargo.toml")))
     }
 
-    /// Hash of every source file of the kernel crate (and `extra_sources`) and of the
-    /// builder's flags and targets.
+    /// Hash of every source file of the kernel crate (and `extra_sources`), of the
+    /// builder's flags and targets, and of the image format's crate version.
     pub fn fingerprint(&self) -> Result<String, BuildError> {
         let mut files = Vec::new();
         for (i, dir) in std::iter::once(&self.crate_dir)
@@ -306,65 +377,66 @@ impl PtxBuild {
             h.update(format!("{i} {rel}\n").as_bytes());
             h.update(std::fs::read(f)?);
         }
-        h.update(format!("{PROFILE_FLAGS:?} {:?} libdevice", self.archs).as_bytes());
+        h.update(
+            format!(
+                "{PROFILE_FLAGS:?} {:?} libdevice cubins {:?} image {}",
+                self.archs,
+                self.cubins,
+                strided_apply_image::MAGIC.escape_ascii()
+            )
+            .as_bytes(),
+        );
         Ok(h.finalize().iter().map(|b| format!("{b:02x}")).collect())
     }
 
-    fn snapshot_fingerprint(&self) -> Option<String> {
+    /// A line of the snapshot's FINGERPRINT file (`sources`, `toolchain`, `ptxas`, …).
+    pub fn snapshot_field(&self, field: &str) -> Option<String> {
         let text = std::fs::read_to_string(self.snapshot_dir.join("FINGERPRINT")).ok()?;
-        text.lines()
-            .find_map(|l| l.strip_prefix("sources ").map(str::to_string))
+        text.lines().find_map(|l| {
+            l.strip_prefix(field)
+                .and_then(|r| r.strip_prefix(' '))
+                .map(str::to_string)
+        })
     }
 
-    /// Rebuilds each target's PTX from the snapshot (`body.ptx` + `sm_NN.header`, or a
-    /// whole `sm_NN.ptx` for a target whose body differs) into `out_dir`.
-    pub fn materialize(&self, out_dir: &Path) -> Result<Vec<(u32, PathBuf)>, BuildError> {
-        std::fs::create_dir_all(out_dir)?;
-        let body = std::fs::read_to_string(self.snapshot_dir.join("body.ptx")).unwrap_or_default();
-        let mut files = Vec::new();
-        for &sm in &self.archs {
-            let whole = self.snapshot_dir.join(format!("sm_{sm}.ptx"));
-            let text = if whole.is_file() {
-                std::fs::read_to_string(&whole)?
-            } else {
-                std::fs::read_to_string(self.snapshot_dir.join(format!("sm_{sm}.header")))? + &body
-            };
-            let dest = out_dir.join(format!("sm_{sm}.ptx"));
-            if std::fs::read_to_string(&dest).ok().as_deref() != Some(text.as_str()) {
-                std::fs::write(&dest, text)?;
-            }
-            files.push((sm, dest));
-        }
-        Ok(files)
+    /// The committed image file.
+    pub fn snapshot_image(&self) -> PathBuf {
+        self.snapshot_dir.join(IMAGE_FILE)
     }
 
-    /// The snapshot when it is fresh, else a fresh compile into `out_dir`.
-    pub fn run_into(&self, out_dir: &Path) -> Result<PtxOutput, BuildError> {
+    /// The snapshot when it is fresh, else a fresh build into `out_dir`.
+    pub fn run_into(&self, out_dir: &Path) -> Result<ImageOutput, BuildError> {
         let fingerprint = self.fingerprint()?;
         let forced = std::env::var_os("STRIDED_APPLY_PTX_REBUILD").is_some();
-        if !forced && self.snapshot_fingerprint().as_deref() == Some(&fingerprint) {
-            if let Ok(files) = self.materialize(&out_dir.join("snapshot")) {
-                return Ok(PtxOutput {
-                    files,
-                    source: PtxSource::Snapshot,
-                    fingerprint,
-                });
-            }
+        let image = self.snapshot_image();
+        if !forced
+            && self.snapshot_field("sources").as_deref() == Some(&fingerprint)
+            && image.is_file()
+        {
+            return Ok(ImageOutput {
+                image,
+                source: PtxSource::Snapshot,
+                fingerprint,
+                stats: Vec::new(),
+            });
         }
         let tc = Toolchain::detect().map_err(|reason| BuildError::NoToolchain {
             crate_dir: self.crate_dir.clone(),
             reason,
         })?;
-        let files = self.compile(&tc, out_dir)?;
-        Ok(PtxOutput {
-            files,
+        let (bytes, stats) = self.build_image(&tc, out_dir, &fingerprint)?;
+        let image = out_dir.join(IMAGE_FILE);
+        std::fs::write(&image, bytes)?;
+        Ok(ImageOutput {
+            image,
             source: PtxSource::Compiled,
             fingerprint,
+            stats,
         })
     }
 
     /// [`run_into`](Self::run_into) with `$OUT_DIR`, printing `rerun-if-changed` lines.
-    pub fn run(&self) -> Result<PtxOutput, BuildError> {
+    pub fn run(&self) -> Result<ImageOutput, BuildError> {
         for dir in std::iter::once(&self.crate_dir).chain(&self.extra_sources) {
             println!("cargo:rerun-if-changed={}", dir.join("src").display());
             println!(
@@ -380,6 +452,7 @@ impl PtxBuild {
             "STRIDED_APPLY_BITCODE_LINKER",
             "STRIDED_APPLY_LLVM_BIN",
             "STRIDED_APPLY_LIBDEVICE",
+            "STRIDED_APPLY_PTXAS",
         ] {
             println!("cargo:rerun-if-env-changed={v}");
         }
@@ -387,15 +460,10 @@ impl PtxBuild {
         self.run_into(&out)
     }
 
-    /// Compiles every arch with `tc`; returns the PTX paths under `out_dir`.
-    pub fn compile(
-        &self,
-        tc: &Toolchain,
-        out_dir: &Path,
-    ) -> Result<Vec<(u32, PathBuf)>, BuildError> {
+    /// Compiles every PTX arch with `tc`; returns `(sm, PTX text)`.
+    pub fn compile(&self, tc: &Toolchain) -> Result<Vec<(u32, String)>, BuildError> {
         let name = self.package_name()?.replace('-', "_");
-        std::fs::create_dir_all(out_dir)?;
-        let mut files = Vec::new();
+        let mut texts = Vec::new();
         for &sm in &self.archs {
             let target_dir = self.target_dir.join(format!("sm_{sm}"));
             let flags = [
@@ -439,70 +507,140 @@ impl PtxBuild {
                 });
             }
             let built = target_dir.join(format!("nvptx64-nvidia-cuda/release/{name}.ptx"));
-            let dest = out_dir.join(format!("sm_{sm}.ptx"));
-            std::fs::copy(&built, &dest)?;
-            files.push((sm, dest));
+            texts.push((sm, std::fs::read_to_string(&built)?));
         }
-        Ok(files)
+        Ok(texts)
     }
 
-    /// Compiles and writes the snapshot: the body shared by the targets once
-    /// (`body.ptx`), each target's header (`sm_NN.header`), and `FINGERPRINT`.
-    pub fn refresh_snapshot(&self, tc: &Toolchain) -> Result<(), BuildError> {
-        let files = self.compile(tc, &self.target_dir.join("refresh"))?;
-        let fp = self.fingerprint()?;
-        let out = PtxOutput {
-            files,
-            source: PtxSource::Compiled,
-            fingerprint: fp.clone(),
-        };
-        std::fs::create_dir_all(&self.snapshot_dir)?;
-        for entry in std::fs::read_dir(&self.snapshot_dir)? {
-            let p = entry?.path();
-            if p.extension().is_some_and(|e| e == "ptx" || e == "header") {
-                std::fs::remove_file(p)?;
-            }
-        }
-        let embedded = out.embed(&self.target_dir.join("refresh-split"))?;
-        std::fs::copy(&embedded.body, self.snapshot_dir.join("body.ptx"))?;
-        for (sm, header, shared) in &embedded.targets {
-            let name = if *shared {
-                format!("sm_{sm}.header")
-            } else {
-                format!("sm_{sm}.ptx")
-            };
-            std::fs::copy(header, self.snapshot_dir.join(name))?;
-        }
-        let archs: Vec<String> = out.files.iter().map(|(sm, _)| format!("sm_{sm}")).collect();
-        std::fs::write(
-            self.snapshot_dir.join("FINGERPRINT"),
-            format!(
-                "sources {fp}\ntoolchain {}\ntargets {}\n",
-                tc.version,
-                archs.join(" ")
-            ),
-        )?;
-        Ok(())
+    /// The image's description: module, fingerprint, tools and targets.
+    fn meta(&self, tc: &Toolchain, fingerprint: &str) -> Result<String, BuildError> {
+        Ok(format!(
+            "module {}\nsources {fingerprint}\ntoolchain {}\nptxas {}\n",
+            self.package_name()?,
+            tc.version,
+            ptxas_version(&tc.ptxas)
+        ))
     }
 
-    /// Compiles into a scratch folder and compares with the snapshot: `Ok(vec![])` when
-    /// fresh, else the stale files.
-    pub fn check_snapshot(
+    /// Compiles to PTX, splits it by family, runs ptxas per cubin target and compresses:
+    /// the image's bytes and per-target statistics. `scratch` holds the per-family files.
+    pub fn build_image(
         &self,
         tc: &Toolchain,
         scratch: &Path,
-    ) -> Result<Vec<String>, BuildError> {
-        let mut stale = Vec::new();
-        if self.snapshot_fingerprint() != Some(self.fingerprint()?) {
-            stale.push("FINGERPRINT".to_string());
+        fingerprint: &str,
+    ) -> Result<(Vec<u8>, Vec<TargetStats>), BuildError> {
+        let ptx = self.compile(tc)?;
+        let meta = self.meta(tc, fingerprint)?;
+        assemble::assemble(&ptx, &self.cubins, &tc.ptxas, &meta, &scratch.join("families"))
+    }
+
+    /// Compiles and writes the snapshot: `kernels.img`, `FINGERPRINT` and a readable
+    /// `MANIFEST` (per target: families, sizes, registers, spills).
+    pub fn refresh_snapshot(&self, tc: &Toolchain) -> Result<Vec<TargetStats>, BuildError> {
+        let fp = self.fingerprint()?;
+        let (bytes, stats) = self.build_image(tc, &self.target_dir.join("refresh"), &fp)?;
+        std::fs::create_dir_all(&self.snapshot_dir)?;
+        std::fs::write(self.snapshot_image(), &bytes)?;
+        let targets: Vec<String> = strided_apply_image::Image::parse(&bytes)
+            .map_err(|e| BuildError::Io(std::io::Error::other(e.to_string())))?
+            .targets()
+            .iter()
+            .map(|t| t.to_string().replace(' ', "-"))
+            .collect();
+        std::fs::write(
+            self.snapshot_dir.join("FINGERPRINT"),
+            format!(
+                "sources {fp}\ntoolchain {}\nptxas {}\ntargets {}\n",
+                tc.version,
+                ptxas_version(&tc.ptxas),
+                targets.join(" ")
+            ),
+        )?;
+        let mut manifest = format!(
+            "# {} ({} bytes): written by scripts/ptx, checked by scripts/ptx --check\n",
+            IMAGE_FILE,
+            bytes.len()
+        );
+        for s in &stats {
+            manifest += &format!("{s}\n");
         }
-        let committed = self.materialize(&scratch.join("committed"))?;
-        for ((sm, fresh), (_, committed)) in self.compile(tc, scratch)?.into_iter().zip(committed) {
-            if std::fs::read(&committed).ok() != Some(std::fs::read(&fresh)?) {
-                stale.push(format!("sm_{sm}.ptx"));
+        std::fs::write(self.snapshot_dir.join("MANIFEST"), manifest)?;
+        Ok(stats)
+    }
+
+    /// Builds into a scratch folder and compares with the snapshot, family by family and
+    /// target by target, on the decompressed contents (compression is not part of the
+    /// promise; the code is). Cubins are compared byte for byte when the local ptxas is
+    /// the one that made the snapshot; otherwise the difference is a note, not a failure.
+    pub fn check_snapshot(&self, tc: &Toolchain, scratch: &Path) -> Result<CheckReport, BuildError> {
+        use strided_apply_image::{Image, Kind};
+        let mut report = CheckReport::default();
+        let fp = self.fingerprint()?;
+        if self.snapshot_field("sources").as_deref() != Some(fp.as_str()) {
+            report.stale.push("FINGERPRINT (sources changed)".into());
+        }
+        let committed_bytes = std::fs::read(self.snapshot_image())?;
+        let (fresh_bytes, stats) = self.build_image(tc, scratch, &fp)?;
+        report.stats = stats;
+        let bad = |e: strided_apply_image::ImageError| BuildError::Io(std::io::Error::other(e.to_string()));
+        let committed = match Image::parse(&committed_bytes) {
+            Ok(i) => i,
+            Err(e) => {
+                report.stale.push(format!("{IMAGE_FILE} does not parse: {e}"));
+                return Ok(report);
+            }
+        };
+        let fresh = Image::parse(&fresh_bytes).map_err(bad)?;
+        if committed.targets() != fresh.targets() {
+            report.stale.push(format!(
+                "targets: committed {:?}, fresh {:?}",
+                committed.targets(),
+                fresh.targets()
+            ));
+            return Ok(report);
+        }
+        let same_ptxas = self.snapshot_field("ptxas").as_deref() == Some(ptxas_version(&tc.ptxas).as_str());
+        if !same_ptxas {
+            report.notes.push(format!(
+                "the snapshot's cubins were made by {:?}, this machine has {:?}: cubins cannot be \
+                 byte-equal, so only their family lists are compared (PTX is compared in full)",
+                self.snapshot_field("ptxas").unwrap_or_default(),
+                ptxas_version(&tc.ptxas)
+            ));
+        }
+        let names = |i: &Image| (0..i.len()).map(|f| i.family_name(f).to_string()).collect::<Vec<_>>();
+        if names(&committed) != names(&fresh) {
+            report.stale.push("the family lists differ".into());
+            return Ok(report);
+        }
+        for (t, target) in fresh.targets().iter().enumerate() {
+            if target.kind == Kind::Cubin && !same_ptxas {
+                continue;
+            }
+            if committed.header(t) != fresh.header(t) {
+                report.stale.push(format!("{target}: PTX header"));
+            }
+            let (dc, df) = (committed.dictionary(t).map_err(bad)?, fresh.dictionary(t).map_err(bad)?);
+            let differing: Vec<&str> = (0..fresh.len())
+                .filter(|&f| {
+                    let a = committed.decode(f, t, dc.as_deref()).ok();
+                    let b = fresh.decode(f, t, df.as_deref()).ok();
+                    a.is_none() || a != b
+                })
+                .map(|f| fresh.family_name(f))
+                .collect();
+            if !differing.is_empty() {
+                let shown: Vec<&str> = differing.iter().take(5).copied().collect();
+                report.stale.push(format!(
+                    "{target}: {} families differ ({}{})",
+                    differing.len(),
+                    shown.join(", "),
+                    if differing.len() > 5 { ", …" } else { "" }
+                ));
             }
         }
-        Ok(stale)
+        Ok(report)
     }
 }
 
@@ -518,83 +656,26 @@ fn collect_rs(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
     Ok(())
 }
 
-/// PTX prepared for embedding: the per-target texts usually differ only in their
-/// `.version` / `.target` header, so the body is stored once.
-#[derive(Clone, Debug)]
-pub struct Embedded {
-    /// The body shared by the targets marked `shared`.
-    pub body: PathBuf,
-    /// `(sm, header file, shared)`: the text for `sm` is `header + body` when `shared`,
-    /// else the header file holds the whole text.
-    pub targets: Vec<(u32, PathBuf, bool)>,
-}
-
-fn split_header(ptx: &str) -> (&str, &str) {
-    match ptx.find(".address_size") {
-        Some(i) => {
-            let end = ptx[i..].find('\n').map_or(ptx.len(), |n| i + n + 1);
-            ptx.split_at(end)
-        }
-        None => ("", ptx),
-    }
-}
-
-impl PtxOutput {
+impl ImageOutput {
     /// Writes `<out_dir>/module.rs`, defining `pub const MODULE: <host>::ModuleImage` for
-    /// kernel crate `module` (its package name) with this PTX embedded by `include_str!`.
-    /// `host` is the path of the host library (`strided_apply`). Returns the file's path.
+    /// kernel crate `module` (its package name) with the image embedded by
+    /// `include_bytes!`. `host` is the path of the host library (`strided_apply`).
     pub fn write_module_rs(
         &self,
         out_dir: &Path,
         module: &str,
         host: &str,
     ) -> Result<PathBuf, BuildError> {
-        let e = self.embed(&out_dir.join("ptx-embed"))?;
-        let lit = |p: &Path| format!("{:?}", p.display().to_string());
-        let mut text = format!(
-            "/// PTX of kernel crate `{module}`, one text per SM target (strided-apply-builder).\n\
+        let image = self.image.canonicalize()?;
+        let text = format!(
+            "/// Kernel image of crate `{module}`: cubins and PTX per family, compressed \
+             (strided-apply-builder).\n\
              pub const MODULE: {host}::ModuleImage = {host}::ModuleImage {{\n    \
-             name: {module:?},\n    ptx: &[\n"
+             name: {module:?},\n    bytes: include_bytes!({:?}),\n}};\n",
+            image.display().to_string()
         );
-        for (sm, header, shared) in &e.targets {
-            let body = if *shared {
-                format!("include_str!({})", lit(&e.body))
-            } else {
-                "\"\"".to_string()
-            };
-            text += &format!(
-                "        {host}::PtxText {{ sm: {sm}, header: include_str!({}), body: {body} }},\n",
-                lit(header)
-            );
-        }
-        text += "    ],\n};\n";
         let path = out_dir.join("module.rs");
         std::fs::write(&path, text)?;
         Ok(path)
-    }
-
-    /// Writes `ptx_body.ptx` and one `ptx_header_sm_NN.ptx` per target into `out_dir`.
-    pub fn embed(&self, out_dir: &Path) -> Result<Embedded, BuildError> {
-        std::fs::create_dir_all(out_dir)?;
-        let texts: Vec<(u32, String)> = self
-            .files
-            .iter()
-            .map(|(sm, p)| std::fs::read_to_string(p).map(|t| (*sm, t)))
-            .collect::<Result<_, _>>()?;
-        let shared_body = texts
-            .first()
-            .map(|(_, t)| split_header(t).1.to_string())
-            .unwrap_or_default();
-        let body = out_dir.join("ptx_body.ptx");
-        std::fs::write(&body, &shared_body)?;
-        let mut targets = Vec::new();
-        for (sm, text) in &texts {
-            let (header, b) = split_header(text);
-            let shared = b == shared_body;
-            let path = out_dir.join(format!("ptx_header_sm_{sm}.ptx"));
-            std::fs::write(&path, if shared { header } else { text.as_str() })?;
-            targets.push((*sm, path, shared));
-        }
-        Ok(Embedded { body, targets })
     }
 }

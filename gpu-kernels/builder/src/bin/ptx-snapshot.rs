@@ -1,35 +1,73 @@
-//! `ptx-snapshot <crate-dir> [--check | --materialize DIR]`: refresh a kernel crate's
-//! committed PTX snapshot, prove it fresh (exit 1 if not), or write its per-target PTX
-//! files into DIR. Used by `scripts/ptx` and `scripts/check-ptx`.
+//! `ptx-snapshot <crate-dir> [--check | --extract DIR]`: refresh a kernel crate's committed
+//! image snapshot, prove it fresh (exit 1 if not, or if sm_90 cubins spill registers), or
+//! write every family's decoded cubin and PTX into DIR. Used by `scripts/ptx`.
 
-use strided_apply_builder::{PtxBuild, Toolchain};
+use strided_apply_builder::image::{Image, Kind};
+use strided_apply_builder::{PtxBuild, TargetStats, Toolchain, NO_SPILL};
+
+fn fail(msg: String) -> ! {
+    eprintln!("ptx-snapshot: {msg}");
+    std::process::exit(1)
+}
+
+/// Prints the statistics; `false` when a no-spill target spills.
+fn report(stats: &[TargetStats]) -> bool {
+    let mut ok = true;
+    for s in stats {
+        eprintln!("ptx-snapshot: {s}");
+        let no_spill = NO_SPILL.iter().any(|sm| s.target == format!("sm_{sm} cubin"));
+        if no_spill && !s.spilling.is_empty() {
+            eprintln!("ptx-snapshot: ERROR: register spills on {} are not allowed", s.target);
+            ok = false;
+        }
+    }
+    ok
+}
+
+/// Writes `DIR/<target>/<family>.cubin|.ptx` from the snapshot (no toolchain needed).
+fn extract(build: &PtxBuild, dir: &std::path::Path) -> Result<usize, String> {
+    let bytes = std::fs::read(build.snapshot_image()).map_err(|e| e.to_string())?;
+    let image = Image::parse(&bytes).map_err(|e| e.to_string())?;
+    let mut n = 0;
+    for (t, target) in image.targets().iter().enumerate() {
+        let sub = dir.join(target.to_string().replace(' ', "-"));
+        std::fs::create_dir_all(&sub).map_err(|e| e.to_string())?;
+        let dict = image.dictionary(t).map_err(|e| e.to_string())?;
+        for f in 0..image.len() {
+            let mut code = image.decode(f, t, dict.as_deref()).map_err(|e| e.to_string())?;
+            let ext = match target.kind {
+                Kind::Cubin => "cubin",
+                Kind::Ptx => {
+                    code.splice(0..0, image.header(t).bytes());
+                    "ptx"
+                }
+            };
+            std::fs::write(sub.join(format!("{}.{ext}", image.family_name(f))), code)
+                .map_err(|e| e.to_string())?;
+            n += 1;
+        }
+    }
+    Ok(n)
+}
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let check = args.iter().any(|a| a == "--check");
     let Some(dir) = args.first().filter(|a| !a.starts_with("--")) else {
-        eprintln!("usage: ptx-snapshot <kernel-crate-dir> [--check]");
+        eprintln!("usage: ptx-snapshot <kernel-crate-dir> [--check | --extract DIR]");
         std::process::exit(2);
     };
     let build = PtxBuild::new(dir);
-    if let Some(i) = args.iter().position(|a| a == "--materialize") {
-        // Writes sm_NN.ptx files from the snapshot into the given folder (no toolchain).
+    if let Some(i) = args.iter().position(|a| a == "--extract") {
         let out = args
             .get(i + 1)
             .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| build.target_dir.join("snapshot"));
-        match build.materialize(&out) {
-            Ok(files) => {
-                for (_, p) in files {
-                    println!("{}", p.display());
-                }
-                std::process::exit(0);
-            }
-            Err(e) => {
-                eprintln!("ptx-snapshot: {e}");
-                std::process::exit(1);
-            }
+            .unwrap_or_else(|| build.target_dir.join("extracted"));
+        match extract(&build, &out) {
+            Ok(n) => eprintln!("ptx-snapshot: wrote {n} files under {}", out.display()),
+            Err(e) => fail(e),
         }
+        return;
     }
     let tc = match Toolchain::detect() {
         Ok(tc) => tc,
@@ -39,28 +77,26 @@ fn main() {
         }
     };
     eprintln!("ptx-snapshot: {} ({})", tc.version, tc.rustc.display());
-    let result = if check {
+    eprintln!("ptx-snapshot: {}", strided_apply_builder::ptxas_version(&tc.ptxas));
+    if check {
         let scratch = build.target_dir.join("check");
-        build.check_snapshot(&tc, &scratch).map(|stale| {
-            if stale.is_empty() {
-                eprintln!("ptx-snapshot: {} is fresh", build.snapshot_dir.display());
-                0
-            } else {
-                eprintln!("ptx-snapshot: stale: {}; run scripts/ptx", stale.join(", "));
-                1
-            }
-        })
-    } else {
-        build.refresh_snapshot(&tc).map(|()| {
-            eprintln!("ptx-snapshot: wrote {}", build.snapshot_dir.display());
-            0
-        })
-    };
-    match result {
-        Ok(code) => std::process::exit(code),
-        Err(e) => {
-            eprintln!("ptx-snapshot: {e}");
-            std::process::exit(1);
+        let r = build.check_snapshot(&tc, &scratch).unwrap_or_else(|e| fail(e.to_string()));
+        let spills_ok = report(&r.stats);
+        for n in &r.notes {
+            eprintln!("ptx-snapshot: note: {n}");
         }
+        if r.stale.is_empty() {
+            eprintln!("ptx-snapshot: {} is fresh", build.snapshot_dir.display());
+        } else {
+            for s in &r.stale {
+                eprintln!("ptx-snapshot: stale: {s}");
+            }
+            eprintln!("ptx-snapshot: run scripts/ptx to refresh the snapshot");
+        }
+        std::process::exit(if r.stale.is_empty() && spills_ok { 0 } else { 1 });
     }
+    let stats = build.refresh_snapshot(&tc).unwrap_or_else(|e| fail(e.to_string()));
+    let ok = report(&stats);
+    eprintln!("ptx-snapshot: wrote {}", build.snapshot_dir.display());
+    std::process::exit(if ok { 0 } else { 1 });
 }

@@ -1,0 +1,134 @@
+//! The embedded kernel image (no GPU needed): every target decodes, every family's cubins
+//! are ELF images and its PTX holds exactly its own kernels, and every kernel name the
+//! library's ops launch is in the family the host will look it up in.
+
+use strided_apply::image::{family_of, Image, Kind, Target};
+use strided_apply::ops::*;
+use strided_apply::{Bool, Kernels2, Kernels3, Kernels4, BUILTIN};
+
+fn builtin() -> Image<'static> {
+    Image::parse(BUILTIN.bytes).expect("the built-in image parses")
+}
+
+#[test]
+fn builtin_image_has_every_target() {
+    let image = builtin();
+    assert_eq!(
+        image.targets(),
+        &[
+            Target::cubin(70),
+            Target::cubin(80),
+            Target::cubin(90),
+            Target::cubin(100),
+            Target::cubin(120),
+            Target::ptx(70),
+            Target::ptx(80),
+            Target::ptx(90),
+        ]
+    );
+    assert!(image.meta().starts_with("module gpu-kernels\n"), "{}", image.meta());
+    // Compute capability 7.x to 12.x each get a cubin; newer devices the sm_90 PTX.
+    for (cc, want) in [
+        ((7, 0), Target::cubin(70)),
+        ((7, 5), Target::cubin(70)),
+        ((8, 6), Target::cubin(80)),
+        ((8, 9), Target::cubin(80)),
+        ((9, 0), Target::cubin(90)),
+        ((10, 0), Target::cubin(100)),
+        ((12, 0), Target::cubin(120)),
+        ((13, 0), Target::ptx(90)),
+    ] {
+        let t = image.choose(cc, false).expect("a target");
+        assert_eq!(image.targets()[t], want, "{cc:?}");
+    }
+    assert_eq!(image.choose((6, 1), false), None);
+}
+
+#[test]
+fn every_family_decodes_for_every_target() {
+    let image = builtin();
+    let mut kernels = 0;
+    for (t, target) in image.targets().iter().enumerate() {
+        let dict = image.dictionary(t).expect("dictionary decodes");
+        for f in 0..image.len() {
+            let family = image.family_name(f);
+            let code = image
+                .decode(f, t, dict.as_deref())
+                .unwrap_or_else(|e| panic!("{e}"));
+            match target.kind {
+                Kind::Cubin => {
+                    assert_eq!(&code[..4], b"\x7fELF", "{family} {target}");
+                    assert_eq!(code[4], 2, "{family} {target}: 64-bit ELF");
+                }
+                Kind::Ptx => {
+                    let text = std::str::from_utf8(&code).expect("PTX is text");
+                    let entries: Vec<&str> = text
+                        .lines()
+                        .filter_map(|l| l.strip_prefix(".visible .entry "))
+                        .map(|l| l.split('(').next().unwrap_or(l))
+                        .collect();
+                    assert!(!entries.is_empty(), "{family}: no kernels");
+                    for e in &entries {
+                        assert_eq!(family_of(e), family, "{e} in family {family}");
+                    }
+                    if target.sm == 90 {
+                        kernels += entries.len();
+                    }
+                    assert!(
+                        image.header(t).contains(&format!(".target sm_{}", target.sm)),
+                        "{}",
+                        image.header(t)
+                    );
+                }
+            }
+        }
+    }
+    assert!(kernels > 2000, "only {kernels} kernels in the sm_90 PTX");
+}
+
+/// The PTX text of the family holding `kernel`, for sm_90.
+fn family_ptx(image: &Image, kernel: &str) -> String {
+    let f = image
+        .family(family_of(kernel))
+        .unwrap_or_else(|| panic!("no family for {kernel}"));
+    let t = image
+        .targets()
+        .iter()
+        .position(|t| *t == Target::ptx(90))
+        .expect("sm_90 PTX");
+    let dict = image.dictionary(t).expect("dictionary");
+    String::from_utf8(image.decode(f, t, dict.as_deref()).expect("decodes")).expect("text")
+}
+
+#[test]
+fn launched_kernel_names_are_in_their_families() {
+    use strided_apply::Variant::*;
+    let image = builtin();
+    let names = [
+        <Add as Kernels3<f32, f32, f32>>::NAMES,
+        <Add as Kernels3<u8, u8, u8>>::NAMES,
+        <Lt as Kernels3<Bool, f64, f64>>::NAMES,
+        <Sin as Kernels2<f64, f64>>::NAMES,
+        <Cast as Kernels2<f32, i64>>::NAMES,
+        <Where as Kernels4<u8, Bool, u8, u8>>::NAMES,
+        <Fma as Kernels4<f32, f32, f32, f32>>::NAMES,
+    ];
+    for n in names {
+        assert_eq!(n.module, "gpu-kernels");
+        let ptx = family_ptx(&image, n.contig);
+        for v in [Vec, Tiled, Contig, D1, D2, D3, Dn, Dn64] {
+            let kernel = n.get(v);
+            if kernel.is_empty() {
+                continue; // no tiled variant for this arity
+            }
+            assert_eq!(family_of(kernel), family_of(n.contig));
+            assert!(
+                ptx.contains(&format!(".entry {kernel}(")),
+                "{kernel} missing from family {}",
+                family_of(kernel)
+            );
+        }
+    }
+    // A family holds its own kernels only: sin_f64 is not in add_f32's module.
+    assert!(!family_ptx(&image, "add_f32_c").contains("sin_f64"));
+}
