@@ -13,7 +13,10 @@ fn main() {
     image
         .write_module_rs(&out, "gpu-kernels", "crate")
         .unwrap_or_else(|e| panic!("{e}"));
-    println!("cargo:rustc-env=STRIDED_APPLY_PTX_SOURCE={:?}", image.source);
+    println!(
+        "cargo:rustc-env=STRIDED_APPLY_PTX_SOURCE={:?}",
+        image.source
+    );
     println!(
         "cargo:rustc-env=STRIDED_APPLY_PTX_FINGERPRINT={}",
         image.fingerprint

@@ -130,7 +130,10 @@ fn cold_start(gpu: &Gpu, open_ms: f64) -> Result<(), Box<dyn std::error::Error>>
         .flat_map(|m| m.loaded.first())
         .next()
         .map_or(String::new(), |l| {
-            format!(" (decode {:.2} ms, module load {:.2} ms)", l.decode_ms, l.load_ms)
+            format!(
+                " (decode {:.2} ms, module load {:.2} ms)",
+                l.decode_ms, l.load_ms
+            )
         });
     println!("cold start: open {open_ms:.0} ms, first apply3(Add) {first_ms:.2} ms{load}");
     for m in &modules {

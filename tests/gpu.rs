@@ -490,7 +490,10 @@ fn random_layouts(gpu: &Gpu) -> TestResult {
 
 /// An image for the built-in module's name, built from stored (uncompressed) frames:
 /// `(target, PTX header, [(family, code)])`.
-fn leak_image(targets: &[(Target, &str, &[(&str, &[u8])])]) -> ModuleImage {
+/// `(family, code)` pairs of one target.
+type Families<'a> = &'a [(&'a str, &'a [u8])];
+
+fn leak_image(targets: &[(Target, &str, Families)]) -> ModuleImage {
     let mut w = image::Writer::new("module gpu-kernels (test image)");
     for (target, header, families) in targets {
         let t = w.add_target(*target, header, None);
@@ -513,7 +516,9 @@ fn damaged_builtin(gpu: &Gpu, family: &str, cut: bool) -> Result<ModuleImage, St
     let t = img
         .choose((major as u32, minor as u32), force_ptx())
         .ok_or("no target for this device")?;
-    let f = img.family(family).ok_or("family missing from the built-in image")?;
+    let f = img
+        .family(family)
+        .ok_or("family missing from the built-in image")?;
     let range = img.frame_range(img.frame(f, t));
     let mut copy = bytes.to_vec();
     let mid = (range.start + range.end) / 2;
@@ -573,8 +578,12 @@ fn module_errors(gpu: &Gpu) -> TestResult {
     };
     let (_g, r) = fresh(None)?;
     lines.push(expect_err(r, "module not registered", |e| {
-        matches!(e, Error::ModuleNotRegistered { module: "gpu-kernels" })
-            && e.to_string().contains("not registered")
+        matches!(
+            e,
+            Error::ModuleNotRegistered {
+                module: "gpu-kernels"
+            }
+        ) && e.to_string().contains("not registered")
     })?);
     // Only targets newer than the device (as an sm_60 device sees an sm_70+ image).
     let newer = (major as u32 + 1) * 10;
@@ -613,7 +622,13 @@ fn module_errors(gpu: &Gpu) -> TestResult {
         &[("add_f32", DUMMY_BODY)],
     )])))?;
     lines.push(expect_err(r, "family missing", |e| {
-        matches!(e, Error::FamilyMissing { family: "neg_f32", .. }) && names_all(e, "sm_70 PTX")
+        matches!(
+            e,
+            Error::FamilyMissing {
+                family: "neg_f32",
+                ..
+            }
+        ) && names_all(e, "sm_70 PTX")
     })?);
     // The driver refuses the code: garbage PTX, PTX newer than the driver.
     let (_g, r) = fresh(Some(leak_image(&[(
@@ -622,7 +637,13 @@ fn module_errors(gpu: &Gpu) -> TestResult {
         &[("neg_f32", b"this is not PTX\n")],
     )])))?;
     lines.push(expect_err(r, "garbage PTX", |e| {
-        matches!(e, Error::ModuleLoad { family: "neg_f32", .. }) && names_all(e, "sm_70 PTX")
+        matches!(
+            e,
+            Error::ModuleLoad {
+                family: "neg_f32",
+                ..
+            }
+        ) && names_all(e, "sm_70 PTX")
     })?);
     let (_g, r) = fresh(Some(leak_image(&[(
         Target::ptx(70),
@@ -661,7 +682,11 @@ fn module_choice(_gpu: &Gpu) -> TestResult {
         .find(|i| i.module == "gpu-kernels")
         .ok_or("built-in module not listed")?;
     let chosen = builtin.chosen.ok_or("no target chosen")?;
-    let want = if forced { image::Kind::Ptx } else { image::Kind::Cubin };
+    let want = if forced {
+        image::Kind::Ptx
+    } else {
+        image::Kind::Cubin
+    };
     if chosen.kind != want || builtin.forced_ptx != forced {
         return Err(format!("chose {chosen} (forced {forced}): {builtin}"));
     }
@@ -685,7 +710,11 @@ fn module_choice(_gpu: &Gpu) -> TestResult {
     if loaded != ["add_f32"] {
         return Err(format!("loaded {loaded:?} for two f32 adds"));
     }
-    Ok(after.iter().map(ToString::to_string).collect::<Vec<_>>().join("; "))
+    Ok(after
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join("; "))
 }
 
 /// Empty tensors are valid and launch nothing: on a handle with no module registered, an

@@ -26,7 +26,11 @@ fn builtin_image_has_every_target() {
             Target::ptx(90),
         ]
     );
-    assert!(image.meta().starts_with("module gpu-kernels\n"), "{}", image.meta());
+    assert!(
+        image.meta().starts_with("module gpu-kernels\n"),
+        "{}",
+        image.meta()
+    );
     // Compute capability 7.x to 12.x each get a cubin; newer devices the sm_90 PTX.
     for (cc, want) in [
         ((7, 0), Target::cubin(70)),
@@ -75,7 +79,9 @@ fn every_family_decodes_for_every_target() {
                         kernels += entries.len();
                     }
                     assert!(
-                        image.header(t).contains(&format!(".target sm_{}", target.sm)),
+                        image
+                            .header(t)
+                            .contains(&format!(".target sm_{}", target.sm)),
                         "{}",
                         image.header(t)
                     );

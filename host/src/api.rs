@@ -213,7 +213,8 @@ fn vec_geometry<const N: usize>(
         Variant::D1 => inner_ok.then(|| plan.geometry::<u32, 2>()),
         Variant::D2 => {
             let rows_ok = (0..N).all(|k| (plan.strides[k][1] * elem_sizes[k] as i64) % 16 == 0);
-            (inner_ok && rows_ok && plan.sizes[0].is_multiple_of(width)).then(|| plan.geometry::<u32, 2>())
+            (inner_ok && rows_ok && plan.sizes[0].is_multiple_of(width))
+                .then(|| plan.geometry::<u32, 2>())
         }
         _ => None,
     }

@@ -42,7 +42,7 @@ pub enum Error {
     ModuleLoad {
         module: &'static str,
         family: &'static str,
-        target: String,
+        target: strided_apply_image::Target,
         major: i32,
         minor: i32,
         built: String,

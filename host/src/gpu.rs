@@ -4,10 +4,10 @@
 use crate::error::{Error, Result};
 use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream, DriverError};
 use gpu_kernels::{KernelNames, Variant};
-use strided_apply_image::{family_of, Image, ImageError, Kind, Target};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
+use strided_apply_image::{family_of, Image, ImageError, Kind, Target};
 
 /// The kernel image of one kernel crate (from `strided-apply-builder`): cubins for several
 /// SM versions and PTX, one compressed frame per kernel family, decoded and loaded on the
@@ -52,9 +52,10 @@ pub struct ModuleInfo {
 
 impl std::fmt::Display for ModuleInfo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let chosen = self
-            .chosen
-            .map_or_else(|| "nothing runs on this device".to_string(), |t| t.to_string());
+        let chosen = self.chosen.map_or_else(
+            || "nothing runs on this device".to_string(),
+            |t| t.to_string(),
+        );
         write!(
             f,
             "{}: {chosen}{}; {} families, {} loaded",
@@ -70,7 +71,12 @@ impl std::fmt::Display for ModuleInfo {
                 .fold((0.0, 0.0), |(d, l), x| (d + x.decode_ms, l + x.load_ms));
             write!(f, " (decode {d:.2} ms, load {l:.2} ms)")?;
         }
-        write!(f, "; image {:.2} MB: {}", self.image_bytes as f64 / 1e6, built_list(&self.built))?;
+        write!(
+            f,
+            "; image {:.2} MB: {}",
+            self.image_bytes as f64 / 1e6,
+            built_list(&self.built)
+        )?;
         if let Some(e) = &self.error {
             write!(f, "; unreadable: {e}")?;
         }
@@ -82,7 +88,11 @@ fn built_list(targets: &[Target]) -> String {
     if targets.is_empty() {
         return "no targets".into();
     }
-    targets.iter().map(Target::to_string).collect::<Vec<_>>().join(", ")
+    targets
+        .iter()
+        .map(Target::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// A registered module: its parsed image, the target chosen for the device, and the
@@ -218,7 +228,10 @@ impl Gpu {
     pub fn register(&self, image: ModuleImage) {
         let parsed = Image::parse(image.bytes);
         let cc = (self.cc.0.max(0) as u32, self.cc.1.max(0) as u32);
-        let choice = parsed.as_ref().ok().and_then(|i| i.choose(cc, self.force_ptx));
+        let choice = parsed
+            .as_ref()
+            .ok()
+            .and_then(|i| i.choose(cc, self.force_ptx));
         let reg = Registered {
             image,
             parsed,
@@ -233,7 +246,11 @@ impl Gpu {
         // modules loaded from the old image stay loaded as long as this Gpu: a launch on
         // another thread may hold one of their raw kernel handles.
         if let Ok(mut m) = self.modules.write() {
-            let old: Vec<_> = m.keys().filter(|(module, _)| *module == image.name).copied().collect();
+            let old: Vec<_> = m
+                .keys()
+                .filter(|(module, _)| *module == image.name)
+                .copied()
+                .collect();
             let mut retired = self.retired.lock().unwrap_or_else(|e| e.into_inner());
             retired.extend(old.iter().filter_map(|k| m.remove(k)));
         }
@@ -350,7 +367,9 @@ impl Gpu {
             .get_or_init(|| image.dictionary(t))
             .as_ref()
             .map_err(corrupt)?;
-        let code = image.decode(f, t, dict.as_deref()).map_err(|e| corrupt(&e))?;
+        let code = image
+            .decode(f, t, dict.as_deref())
+            .map_err(|e| corrupt(&e))?;
         if code.is_empty() {
             return Err(missing());
         }
@@ -374,15 +393,18 @@ impl Gpu {
             }
         };
         let start = std::time::Instant::now();
-        let module = self.ctx.load_module(load).map_err(|source| Error::ModuleLoad {
-            module: name,
-            family,
-            target: target.to_string(),
-            major,
-            minor,
-            built: built(),
-            source,
-        })?;
+        let module = self
+            .ctx
+            .load_module(load)
+            .map_err(|source| Error::ModuleLoad {
+                module: name,
+                family,
+                target,
+                major,
+                minor,
+                built: built(),
+                source,
+            })?;
         let load_ms = start.elapsed().as_secs_f64() * 1e3;
         if let Ok(mut l) = reg.loads.lock() {
             l.push(FamilyLoad {

@@ -31,9 +31,9 @@ pub use api::{apply1, apply2, apply3, apply4};
 pub use cudarc;
 pub use error::{Error, Result};
 pub use gpu::{driver_present, FamilyLoad, Gpu, ModuleImage, ModuleInfo};
-pub use strided_apply_image::{self as image, Target};
 pub use gpu_kernels::{
     elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
 };
 pub use layout::Layout;
+pub use strided_apply_image::{self as image, Target};
 pub use tensor::DeviceTensor;

@@ -165,11 +165,15 @@ fn cold_start(label: &str) -> Result<()> {
     let check = check_label(&out.to_vec(&gpu)?, &want);
     let info = gpu.module_info();
     let m = info.iter().find(|m| m.module == "gpu-kernels");
-    let loaded: Vec<&str> = m.map(|m| m.loaded.iter().map(|l| l.family).collect()).unwrap_or_default();
+    let loaded: Vec<&str> = m
+        .map(|m| m.loaded.iter().map(|l| l.family).collect())
+        .unwrap_or_default();
     let (decode_ms, load_ms) = m
         .and_then(|m| m.loaded.first())
         .map_or((0.0, 0.0), |l| (l.decode_ms, l.load_ms));
-    let target = m.and_then(|m| m.chosen).map_or("none".into(), |t| t.to_string());
+    let target = m
+        .and_then(|m| m.chosen)
+        .map_or("none".into(), |t| t.to_string());
     println!(
         "{{\"impl\":\"strided-apply\",\"case\":\"cold_start\",\"label\":\"{label}\",\"target\":\"{target}\",\"open_ms\":{open_ms:.2},\"first_apply3_ms\":{first_ms:.3},\"decode_ms\":{decode_ms:.3},\"load_ms\":{load_ms:.3},\"second_apply3_ms\":{second_ms:.3},\"families_loaded\":{loaded:?},\"check\":\"{check}\"}}"
     );

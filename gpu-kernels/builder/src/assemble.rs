@@ -119,7 +119,11 @@ fn parse_report(text: &str) -> Report {
         if line.contains("Compiling entry function") {
             entry = quoted(line);
         } else if let Some(i) = line.find("Function properties for ") {
-            props = Some(line[i + "Function properties for ".len()..].trim().to_string());
+            props = Some(
+                line[i + "Function properties for ".len()..]
+                    .trim()
+                    .to_string(),
+            );
         } else if line.contains("bytes stack frame") {
             if let (Some(p), [stack, st, ld, ..]) = (props.take(), numbers(line).as_slice()) {
                 r.frames.push((p, *stack, *st, *ld));
@@ -138,7 +142,10 @@ impl Ptxas<'_> {
     fn compile(&self, sm: u32, family: &str, ptx: &str) -> Result<(Vec<u8>, Report), BuildError> {
         let dir = self.scratch.join(format!("sm_{sm}"));
         std::fs::create_dir_all(&dir)?;
-        let (src, cubin) = (dir.join(format!("{family}.ptx")), dir.join(format!("{family}.cubin")));
+        let (src, cubin) = (
+            dir.join(format!("{family}.ptx")),
+            dir.join(format!("{family}.cubin")),
+        );
         std::fs::write(&src, ptx)?;
         let out = Command::new(self.exe)
             .arg(format!("-arch=sm_{sm}"))
@@ -294,7 +301,11 @@ pub fn assemble(
                 if regs > stats.max_registers {
                     (stats.max_registers, stats.max_registers_kernel) = (regs, kernel.clone());
                 }
-                let stack = report.frames.iter().find(|f| f.0 == kernel).map_or(0, |f| f.1);
+                let stack = report
+                    .frames
+                    .iter()
+                    .find(|f| f.0 == kernel)
+                    .map_or(0, |f| f.1);
                 stats.with_stack += (stack > 0) as usize;
             }
             for (function, _, st, ld) in report.frames {
@@ -348,7 +359,10 @@ mod tests {
     #[test]
     fn parallel_keeps_order() {
         let jobs: Vec<u32> = (0..100).collect();
-        assert_eq!(parallel(&jobs, |x| x * 2), (0..100).map(|x| x * 2).collect::<Vec<_>>());
+        assert_eq!(
+            parallel(&jobs, |x| x * 2),
+            (0..100).map(|x| x * 2).collect::<Vec<_>>()
+        );
         assert!(parallel(&[] as &[u32], |x| *x).is_empty());
     }
 }

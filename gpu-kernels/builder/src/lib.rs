@@ -106,7 +106,10 @@ impl fmt::Display for BuildError {
                 write!(f, "compiling the kernels for sm_{sm} failed:\n{stderr}")
             }
             BuildError::Ptxas { sm, family, output } => {
-                write!(f, "ptxas -arch=sm_{sm} failed on family `{family}`:\n{output}")
+                write!(
+                    f,
+                    "ptxas -arch=sm_{sm} failed on family `{family}`:\n{output}"
+                )
             }
             BuildError::Io(e) => write!(f, "I/O error while building PTX: {e}"),
         }
@@ -159,7 +162,9 @@ fn find_nvcc_file(var: &str, rel: &str) -> Result<PathBuf, String> {
         "-c",
         "import nvidia.cuda_nvcc as m; print(list(m.__path__)[0])",
     ]))
-    .ok_or_else(|| format!("{rel} not found: pip package nvidia-cuda-nvcc-cu12 is not installed"))?;
+    .ok_or_else(|| {
+        format!("{rel} not found: pip package nvidia-cuda-nvcc-cu12 is not installed")
+    })?;
     let p = Path::new(&dir).join(rel);
     if p.is_file() {
         Ok(p)
@@ -180,7 +185,11 @@ pub fn find_ptxas() -> Result<PathBuf, String> {
 /// `ptxas --version`, last line (`Cuda compilation tools, release 12.9, V12.9.86`).
 pub fn ptxas_version(ptxas: &Path) -> String {
     run_stdout(Command::new(ptxas).arg("--version"))
-        .and_then(|v| v.lines().rfind(|l| l.contains("release")).map(str::to_string))
+        .and_then(|v| {
+            v.lines()
+                .rfind(|l| l.contains("release"))
+                .map(str::to_string)
+        })
         .unwrap_or_else(|| "unknown ptxas".into())
 }
 
@@ -532,7 +541,13 @@ impl PtxBuild {
     ) -> Result<(Vec<u8>, Vec<TargetStats>), BuildError> {
         let ptx = self.compile(tc)?;
         let meta = self.meta(tc, fingerprint)?;
-        assemble::assemble(&ptx, &self.cubins, &tc.ptxas, &meta, &scratch.join("families"))
+        assemble::assemble(
+            &ptx,
+            &self.cubins,
+            &tc.ptxas,
+            &meta,
+            &scratch.join("families"),
+        )
     }
 
     /// Compiles and writes the snapshot: `kernels.img`, `FINGERPRINT` and a readable
@@ -573,7 +588,11 @@ impl PtxBuild {
     /// target by target, on the decompressed contents (compression is not part of the
     /// promise; the code is). Cubins are compared byte for byte when the local ptxas is
     /// the one that made the snapshot; otherwise the difference is a note, not a failure.
-    pub fn check_snapshot(&self, tc: &Toolchain, scratch: &Path) -> Result<CheckReport, BuildError> {
+    pub fn check_snapshot(
+        &self,
+        tc: &Toolchain,
+        scratch: &Path,
+    ) -> Result<CheckReport, BuildError> {
         use strided_apply_image::{Image, Kind};
         let mut report = CheckReport::default();
         let fp = self.fingerprint()?;
@@ -583,11 +602,15 @@ impl PtxBuild {
         let committed_bytes = std::fs::read(self.snapshot_image())?;
         let (fresh_bytes, stats) = self.build_image(tc, scratch, &fp)?;
         report.stats = stats;
-        let bad = |e: strided_apply_image::ImageError| BuildError::Io(std::io::Error::other(e.to_string()));
+        let bad = |e: strided_apply_image::ImageError| {
+            BuildError::Io(std::io::Error::other(e.to_string()))
+        };
         let committed = match Image::parse(&committed_bytes) {
             Ok(i) => i,
             Err(e) => {
-                report.stale.push(format!("{IMAGE_FILE} does not parse: {e}"));
+                report
+                    .stale
+                    .push(format!("{IMAGE_FILE} does not parse: {e}"));
                 return Ok(report);
             }
         };
@@ -600,7 +623,8 @@ impl PtxBuild {
             ));
             return Ok(report);
         }
-        let same_ptxas = self.snapshot_field("ptxas").as_deref() == Some(ptxas_version(&tc.ptxas).as_str());
+        let same_ptxas =
+            self.snapshot_field("ptxas").as_deref() == Some(ptxas_version(&tc.ptxas).as_str());
         if !same_ptxas {
             report.notes.push(format!(
                 "the snapshot's cubins were made by {:?}, this machine has {:?}: cubins cannot be \
@@ -609,7 +633,11 @@ impl PtxBuild {
                 ptxas_version(&tc.ptxas)
             ));
         }
-        let names = |i: &Image| (0..i.len()).map(|f| i.family_name(f).to_string()).collect::<Vec<_>>();
+        let names = |i: &Image| {
+            (0..i.len())
+                .map(|f| i.family_name(f).to_string())
+                .collect::<Vec<_>>()
+        };
         if names(&committed) != names(&fresh) {
             report.stale.push("the family lists differ".into());
             return Ok(report);
@@ -621,7 +649,10 @@ impl PtxBuild {
             if committed.header(t) != fresh.header(t) {
                 report.stale.push(format!("{target}: PTX header"));
             }
-            let (dc, df) = (committed.dictionary(t).map_err(bad)?, fresh.dictionary(t).map_err(bad)?);
+            let (dc, df) = (
+                committed.dictionary(t).map_err(bad)?,
+                fresh.dictionary(t).map_err(bad)?,
+            );
             let differing: Vec<&str> = (0..fresh.len())
                 .filter(|&f| {
                     let a = committed.decode(f, t, dc.as_deref()).ok();

@@ -46,7 +46,9 @@ fn identifiers(text: &str) -> impl Iterator<Item = &str> {
     std::iter::from_fn(move || loop {
         let start = rest.find(is_ident_start)?;
         let tail = &rest[start..];
-        let len = tail[1..].find(|c| !is_ident(c)).map_or(tail.len(), |n| n + 1);
+        let len = tail[1..]
+            .find(|c| !is_ident(c))
+            .map_or(tail.len(), |n| n + 1);
         let preceded = rest[..start].chars().next_back().is_some_and(is_ident);
         rest = &tail[len..];
         if !preceded {
@@ -65,8 +67,13 @@ fn symbol(text: &str) -> (Option<String>, bool) {
     let words: Vec<&str> = identifiers(text).collect();
     if let Some(k) = words.iter().position(|w| *w == "entry" || *w == "func") {
         let entry = words[k] == "entry";
-        let after = &text[text.find(if entry { ".entry" } else { ".func" }).unwrap_or(0)..];
-        let after = after.trim_start_matches(".entry").trim_start_matches(".func").trim_start();
+        let after = &text[text
+            .find(if entry { ".entry" } else { ".func" })
+            .unwrap_or(0)..];
+        let after = after
+            .trim_start_matches(".entry")
+            .trim_start_matches(".func")
+            .trim_start();
         // `.func (.param .b64 func_retval0) name(`: skip the return list.
         let after = if after.starts_with('(') {
             after.find(')').map_or(after, |i| &after[i + 1..])
@@ -199,14 +206,21 @@ mod tests {
     #[test]
     fn families_carry_what_they_reference() {
         let (header, body) = split_header(PTX);
-        assert_eq!(header_directives(header), ".version 7.8\n.target sm_90\n.address_size 64\n");
+        assert_eq!(
+            header_directives(header),
+            ".version 7.8\n.target sm_90\n.address_size 64\n"
+        );
         let fams = families(body);
         assert_eq!(fams.keys().collect::<Vec<_>>(), ["add_f32", "sin_f64"]);
         let add = &fams["add_f32"];
         assert_eq!(add.kernels, ["add_f32_c", "add_f32_t"]);
         assert!(add.body.contains("smem_dyn[]"), "{}", add.body);
         assert!(!add.body.contains("helper") && !add.body.contains("table"));
-        assert!(!add.body.contains("//"), "comments are stripped: {}", add.body);
+        assert!(
+            !add.body.contains("//"),
+            "comments are stripped: {}",
+            add.body
+        );
         let sin = &fams["sin_f64"];
         assert_eq!(sin.kernels, ["sin_f64_c"]);
         // The declaration, the definition and the global the definition reads, in order.

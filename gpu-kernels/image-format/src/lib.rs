@@ -69,7 +69,10 @@ impl Target {
         }
     }
     pub const fn ptx(sm: u32) -> Target {
-        Target { kind: Kind::Ptx, sm }
+        Target {
+            kind: Kind::Ptx,
+            sm,
+        }
     }
 
     /// Whether this target's code runs on a device of compute capability `cc`: a cubin on
@@ -248,8 +251,8 @@ impl<'a> Image<'a> {
         if strings_at.checked_add(strings_len) != Some(index.len()) {
             return Err(bad("section sizes do not add up to the index length"));
         }
-        let strings = std::str::from_utf8(&index[strings_at..])
-            .map_err(|_| bad("strings are not UTF-8"))?;
+        let strings =
+            std::str::from_utf8(&index[strings_at..]).map_err(|_| bad("strings are not UTF-8"))?;
         let string = |off: usize, len: usize| {
             strings
                 .get(off..off.saturating_add(len))
@@ -420,13 +423,11 @@ impl<'a> Image<'a> {
         }
         self.slice(frame)
             .and_then(|b| decode_frame(b, frame.raw_len, dictionary))
-            .map_err(|reason| {
-            ImageError::Frame {
+            .map_err(|reason| ImageError::Frame {
                 family: self.family_name(f).to_string(),
                 target,
                 reason,
-            }
-        })
+            })
     }
 }
 

@@ -3,7 +3,15 @@ use super::*;
 fn image_with(frames: &[(&str, &[u8])], targets: &[Target]) -> Vec<u8> {
     let mut w = Writer::new("module test\nfingerprint 0");
     for t in targets {
-        w.add_target(*t, if t.kind == Kind::Ptx { ".target sm_90\n" } else { "" }, None);
+        w.add_target(
+            *t,
+            if t.kind == Kind::Ptx {
+                ".target sm_90\n"
+            } else {
+                ""
+            },
+            None,
+        );
     }
     for (name, bytes) in frames {
         for t in 0..targets.len() {
@@ -75,7 +83,11 @@ fn families_of_kernel_names() {
 fn round_trip_and_lookup() {
     let targets = [Target::cubin(90), Target::ptx(90)];
     let bytes = image_with(
-        &[("sub_f32", b"sub"), ("add_f32", b"add body"), ("empty_u8", b"")],
+        &[
+            ("sub_f32", b"sub"),
+            ("add_f32", b"add body"),
+            ("empty_u8", b""),
+        ],
         &targets,
     );
     let image = Image::parse(&bytes).expect("valid image");
@@ -87,10 +99,18 @@ fn round_trip_and_lookup() {
     // Names are stored sorted.
     let names: Vec<&str> = (0..image.len()).map(|f| image.family_name(f)).collect();
     assert_eq!(names, ["add_f32", "empty_u8", "sub_f32"]);
-    for (name, want) in [("add_f32", &b"add body"[..]), ("sub_f32", b"sub"), ("empty_u8", b"")] {
+    for (name, want) in [
+        ("add_f32", &b"add body"[..]),
+        ("sub_f32", b"sub"),
+        ("empty_u8", b""),
+    ] {
         let f = image.family(name).expect(name);
         for t in 0..targets.len() {
-            assert_eq!(image.decode(f, t, None).expect("decodes"), want, "{name} {t}");
+            assert_eq!(
+                image.decode(f, t, None).expect("decodes"),
+                want,
+                "{name} {t}"
+            );
         }
     }
     assert_eq!(image.family("mul_f32"), None);
@@ -112,13 +132,25 @@ fn compressed_frames_with_a_dictionary() {
     let mut plain = zstd::bulk::Compressor::new(19).expect("compressor");
     plain.include_checksum(true).expect("checksum flag");
     let dict_frame = plain.compress(&dict).expect("compress dict");
-    let t = w.add_target(Target::ptx(80), ".target sm_80\n", Some((dict_frame, dict.len() as u32)));
+    let t = w.add_target(
+        Target::ptx(80),
+        ".target sm_80\n",
+        Some((dict_frame, dict.len() as u32)),
+    );
     for (i, s) in samples.iter().enumerate().take(20) {
-        w.add_frame(&format!("fam{i:03}"), t, c.compress(s).expect("compress"), s.len() as u32);
+        w.add_frame(
+            &format!("fam{i:03}"),
+            t,
+            c.compress(s).expect("compress"),
+            s.len() as u32,
+        );
     }
     let bytes = w.finish();
     let image = Image::parse(&bytes).expect("valid");
-    let d = image.dictionary(t).expect("dictionary decodes").expect("present");
+    let d = image
+        .dictionary(t)
+        .expect("dictionary decodes")
+        .expect("present");
     assert_eq!(d, dict);
     for (i, s) in samples.iter().enumerate().take(20) {
         let f = image.family(&format!("fam{i:03}")).expect("present");
@@ -130,7 +162,10 @@ fn compressed_frames_with_a_dictionary() {
 
 #[test]
 fn truncated_images_are_refused() {
-    let bytes = image_with(&[("add_f32", b"0123456789"), ("mul_f32", b"abc")], &[Target::ptx(90)]);
+    let bytes = image_with(
+        &[("add_f32", b"0123456789"), ("mul_f32", b"abc")],
+        &[Target::ptx(90)],
+    );
     for len in 0..bytes.len() {
         let cut = &bytes[..len];
         match Image::parse(cut) {
@@ -142,12 +177,22 @@ fn truncated_images_are_refused() {
                 let cut_off = (0..image.len())
                     .filter(|&f| image.decode(f, 0, None).is_err())
                     .count();
-                assert!(cut_off >= 1, "a cut at {len} of {} lost no frame", bytes.len());
+                assert!(
+                    cut_off >= 1,
+                    "a cut at {len} of {} lost no frame",
+                    bytes.len()
+                );
             }
         }
     }
-    assert_eq!(Image::parse(b"SAIM").unwrap_err(), ImageError::Truncated { what: "preamble" });
-    assert_eq!(Image::parse(b"not an image").unwrap_err(), ImageError::BadMagic);
+    assert_eq!(
+        Image::parse(b"SAIM").unwrap_err(),
+        ImageError::Truncated { what: "preamble" }
+    );
+    assert_eq!(
+        Image::parse(b"not an image").unwrap_err(),
+        ImageError::BadMagic
+    );
 }
 
 #[test]
@@ -160,7 +205,10 @@ fn corrupt_bytes_are_detected() {
         let mut bad = bytes.clone();
         bad[i] ^= 0x40;
         match Image::parse(&bad) {
-            Err(_) => assert!(i < index_end, "byte {i} of the data section broke the index"),
+            Err(_) => assert!(
+                i < index_end,
+                "byte {i} of the data section broke the index"
+            ),
             Ok(image) => {
                 assert!(i >= index_end, "corrupt index byte {i} was accepted");
                 let f = image.family("add_f32").expect("present");
@@ -170,7 +218,10 @@ fn corrupt_bytes_are_detected() {
                     Ok(bytes) => assert_eq!(bytes, payload, "byte {i} changed the content"),
                     Err(err) => {
                         let text = err.to_string();
-                        assert!(text.contains("add_f32") && text.contains("sm_90 cubin"), "{text}");
+                        assert!(
+                            text.contains("add_f32") && text.contains("sm_90 cubin"),
+                            "{text}"
+                        );
                         failed += 1;
                     }
                 }
@@ -178,11 +229,16 @@ fn corrupt_bytes_are_detected() {
         }
     }
     // Every payload byte and the checksum are covered.
-    assert!(failed >= payload.len() + 4, "only {failed} corruptions detected");
+    assert!(
+        failed >= payload.len() + 4,
+        "only {failed} corruptions detected"
+    );
 }
 
 #[test]
 fn errors_name_their_cause() {
     assert!(ImageError::IndexChecksum.to_string().contains("checksum"));
-    assert!(ImageError::Truncated { what: "index" }.to_string().contains("truncated"));
+    assert!(ImageError::Truncated { what: "index" }
+        .to_string()
+        .contains("truncated"));
 }

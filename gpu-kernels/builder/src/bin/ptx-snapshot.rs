@@ -15,9 +15,14 @@ fn report(stats: &[TargetStats]) -> bool {
     let mut ok = true;
     for s in stats {
         eprintln!("ptx-snapshot: {s}");
-        let no_spill = NO_SPILL.iter().any(|sm| s.target == format!("sm_{sm} cubin"));
+        let no_spill = NO_SPILL
+            .iter()
+            .any(|sm| s.target == format!("sm_{sm} cubin"));
         if no_spill && !s.spilling.is_empty() {
-            eprintln!("ptx-snapshot: ERROR: register spills on {} are not allowed", s.target);
+            eprintln!(
+                "ptx-snapshot: ERROR: register spills on {} are not allowed",
+                s.target
+            );
             ok = false;
         }
     }
@@ -34,7 +39,9 @@ fn extract(build: &PtxBuild, dir: &std::path::Path) -> Result<usize, String> {
         std::fs::create_dir_all(&sub).map_err(|e| e.to_string())?;
         let dict = image.dictionary(t).map_err(|e| e.to_string())?;
         for f in 0..image.len() {
-            let mut code = image.decode(f, t, dict.as_deref()).map_err(|e| e.to_string())?;
+            let mut code = image
+                .decode(f, t, dict.as_deref())
+                .map_err(|e| e.to_string())?;
             let ext = match target.kind {
                 Kind::Cubin => "cubin",
                 Kind::Ptx => {
@@ -77,10 +84,15 @@ fn main() {
         }
     };
     eprintln!("ptx-snapshot: {} ({})", tc.version, tc.rustc.display());
-    eprintln!("ptx-snapshot: {}", strided_apply_builder::ptxas_version(&tc.ptxas));
+    eprintln!(
+        "ptx-snapshot: {}",
+        strided_apply_builder::ptxas_version(&tc.ptxas)
+    );
     if check {
         let scratch = build.target_dir.join("check");
-        let r = build.check_snapshot(&tc, &scratch).unwrap_or_else(|e| fail(e.to_string()));
+        let r = build
+            .check_snapshot(&tc, &scratch)
+            .unwrap_or_else(|e| fail(e.to_string()));
         let spills_ok = report(&r.stats);
         for n in &r.notes {
             eprintln!("ptx-snapshot: note: {n}");
@@ -93,9 +105,15 @@ fn main() {
             }
             eprintln!("ptx-snapshot: run scripts/ptx to refresh the snapshot");
         }
-        std::process::exit(if r.stale.is_empty() && spills_ok { 0 } else { 1 });
+        std::process::exit(if r.stale.is_empty() && spills_ok {
+            0
+        } else {
+            1
+        });
     }
-    let stats = build.refresh_snapshot(&tc).unwrap_or_else(|e| fail(e.to_string()));
+    let stats = build
+        .refresh_snapshot(&tc)
+        .unwrap_or_else(|e| fail(e.to_string()));
     let ok = report(&stats);
     eprintln!("ptx-snapshot: wrote {}", build.snapshot_dir.display());
     std::process::exit(if ok { 0 } else { 1 });
