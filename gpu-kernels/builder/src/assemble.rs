@@ -230,45 +230,67 @@ fn train(samples: &[&[u8]]) -> Option<Vec<u8>> {
     Some(dict)
 }
 
-/// One target's frames: `(family, raw bytes)`, compressed with a dictionary of its own.
-fn add_target(
-    w: &mut Writer,
-    target: Target,
-    header: &str,
-    frames: &[(String, Vec<u8>)],
-    stats: &mut TargetStats,
-) -> Result<(), BuildError> {
-    let samples: Vec<&[u8]> = frames.iter().map(|(_, b)| b.as_slice()).collect();
-    let dict = train(&samples);
-    let dict_frame = match &dict {
-        Some(d) => Some((compressor(None)?.compress(d)?, d.len() as u32)),
-        None => None,
-    };
-    stats.compressed_bytes += dict_frame.as_ref().map_or(0, |(f, _)| f.len() as u64);
-    let t = w.add_target(target, header, dict_frame);
-    let compressed = parallel(frames, |(_, raw)| {
-        compressor(dict.as_deref()).and_then(|mut c| Ok(c.compress(raw)?))
-    });
-    for ((family, raw), frame) in frames.iter().zip(compressed) {
-        let frame = frame?;
-        stats.raw_bytes += raw.len() as u64;
-        stats.compressed_bytes += frame.len() as u64;
-        w.add_frame(family, t, frame, raw.len() as u32);
-    }
-    stats.families = frames.len();
-    stats.target = target.to_string();
-    Ok(())
+/// One target's uncompressed code: its PTX header (empty for cubins) and `(family, bytes)`
+/// in name order, with what ptxas reported.
+#[derive(Clone, Debug)]
+pub struct TargetCode {
+    pub target: Target,
+    pub header: String,
+    pub frames: Vec<(String, Vec<u8>)>,
+    pub stats: TargetStats,
 }
 
-/// Builds an image from each PTX target's text (`(sm, ptx)`) and cubins `(sm, from PTX
-/// sm)`, with `ptxas`, using `scratch` for the per-family files.
-pub fn assemble(
+/// Compresses every target's frames with a dictionary of its own into an image described
+/// by `meta`; fills each target's compressed size.
+pub fn compress(code: &mut [TargetCode], meta: &str) -> Result<Vec<u8>, BuildError> {
+    let mut w = Writer::new(meta);
+    for tc in code.iter_mut() {
+        let samples: Vec<&[u8]> = tc.frames.iter().map(|(_, b)| b.as_slice()).collect();
+        let dict = train(&samples);
+        let dict_frame = match &dict {
+            Some(d) => Some((compressor(None)?.compress(d)?, d.len() as u32)),
+            None => None,
+        };
+        tc.stats.compressed_bytes = dict_frame.as_ref().map_or(0, |(f, _)| f.len() as u64);
+        let t = w.add_target(tc.target, &tc.header, dict_frame);
+        let compressed = parallel(&tc.frames, |(_, raw)| {
+            compressor(dict.as_deref()).and_then(|mut c| Ok(c.compress(raw)?))
+        });
+        for ((family, raw), frame) in tc.frames.iter().zip(compressed) {
+            let frame = frame?;
+            tc.stats.compressed_bytes += frame.len() as u64;
+            w.add_frame(family, t, frame, raw.len() as u32);
+        }
+    }
+    Ok(w.finish())
+}
+
+fn target_code(
+    target: Target,
+    header: &str,
+    frames: Vec<(String, Vec<u8>)>,
+    mut stats: TargetStats,
+) -> TargetCode {
+    stats.target = target.to_string();
+    stats.families = frames.len();
+    stats.raw_bytes = frames.iter().map(|(_, b)| b.len() as u64).sum();
+    TargetCode {
+        target,
+        header: header.to_string(),
+        frames,
+        stats,
+    }
+}
+
+/// Splits each PTX target's text (`(sm, ptx)`) by family and compiles every family for
+/// every cubin target `(sm, from PTX sm)` with `ptxas`, using `scratch` for the
+/// per-family files: the cubin targets, then the PTX targets, uncompressed.
+pub fn build_code(
     ptx: &[(u32, String)],
     cubins: &[(u32, u32)],
     ptxas: &Path,
-    meta: &str,
     scratch: &Path,
-) -> Result<(Vec<u8>, Vec<TargetStats>), BuildError> {
+) -> Result<Vec<TargetCode>, BuildError> {
     let split: BTreeMap<u32, (String, BTreeMap<String, FamilyPtx>)> = ptx
         .iter()
         .map(|(sm, text)| {
@@ -280,8 +302,7 @@ pub fn assemble(
         exe: ptxas,
         scratch,
     };
-    let mut w = Writer::new(meta);
-    let mut all_stats = Vec::new();
+    let mut code = Vec::new();
     for &(sm, from) in cubins {
         let (header, fams) = split.get(&from).ok_or_else(|| {
             BuildError::Io(std::io::Error::other(format!(
@@ -317,19 +338,21 @@ pub fn assemble(
             }
             frames.push((name.to_string(), cubin));
         }
-        add_target(&mut w, Target::cubin(sm), "", &frames, &mut stats)?;
-        all_stats.push(stats);
+        code.push(target_code(Target::cubin(sm), "", frames, stats));
     }
-    for (sm, (header, fams)) in &split {
-        let frames: Vec<(String, Vec<u8>)> = fams
-            .iter()
-            .map(|(name, f)| (name.clone(), f.body.clone().into_bytes()))
+    for (sm, (header, fams)) in split {
+        let frames = fams
+            .into_iter()
+            .map(|(name, f)| (name, f.body.into_bytes()))
             .collect();
-        let mut stats = TargetStats::default();
-        add_target(&mut w, Target::ptx(*sm), header, &frames, &mut stats)?;
-        all_stats.push(stats);
+        code.push(target_code(
+            Target::ptx(sm),
+            &header,
+            frames,
+            TargetStats::default(),
+        ));
     }
-    Ok((w.finish(), all_stats))
+    Ok(code)
 }
 
 #[cfg(test)]

@@ -539,15 +539,20 @@ impl PtxBuild {
         scratch: &Path,
         fingerprint: &str,
     ) -> Result<(Vec<u8>, Vec<TargetStats>), BuildError> {
+        let mut code = self.build_code(tc, scratch)?;
+        let bytes = assemble::compress(&mut code, &self.meta(tc, fingerprint)?)?;
+        Ok((bytes, code.into_iter().map(|c| c.stats).collect()))
+    }
+
+    /// Compiles to PTX, splits it by family and runs ptxas per family and cubin target:
+    /// every target's code, uncompressed. `scratch` holds the per-family files.
+    pub fn build_code(
+        &self,
+        tc: &Toolchain,
+        scratch: &Path,
+    ) -> Result<Vec<assemble::TargetCode>, BuildError> {
         let ptx = self.compile(tc)?;
-        let meta = self.meta(tc, fingerprint)?;
-        assemble::assemble(
-            &ptx,
-            &self.cubins,
-            &tc.ptxas,
-            &meta,
-            &scratch.join("families"),
-        )
+        assemble::build_code(&ptx, &self.cubins, &tc.ptxas, &scratch.join("families"))
     }
 
     /// Compiles and writes the snapshot: `kernels.img`, `FINGERPRINT` and a readable
@@ -586,8 +591,9 @@ impl PtxBuild {
 
     /// Builds into a scratch folder and compares with the snapshot, family by family and
     /// target by target, on the decompressed contents (compression is not part of the
-    /// promise; the code is). Cubins are compared byte for byte when the local ptxas is
-    /// the one that made the snapshot; otherwise the difference is a note, not a failure.
+    /// promise, the code is; the fresh build is not compressed at all). Cubins are compared
+    /// byte for byte when the local ptxas is the one that made the snapshot; otherwise the
+    /// difference is a note, not a failure.
     pub fn check_snapshot(
         &self,
         tc: &Toolchain,
@@ -600,11 +606,8 @@ impl PtxBuild {
             report.stale.push("FINGERPRINT (sources changed)".into());
         }
         let committed_bytes = std::fs::read(self.snapshot_image())?;
-        let (fresh_bytes, stats) = self.build_image(tc, scratch, &fp)?;
-        report.stats = stats;
-        let bad = |e: strided_apply_image::ImageError| {
-            BuildError::Io(std::io::Error::other(e.to_string()))
-        };
+        let fresh = self.build_code(tc, scratch)?;
+        report.stats = fresh.iter().map(|c| c.stats.clone()).collect();
         let committed = match Image::parse(&committed_bytes) {
             Ok(i) => i,
             Err(e) => {
@@ -614,52 +617,57 @@ impl PtxBuild {
                 return Ok(report);
             }
         };
-        let fresh = Image::parse(&fresh_bytes).map_err(bad)?;
-        if committed.targets() != fresh.targets() {
+        let targets: Vec<_> = fresh.iter().map(|c| c.target).collect();
+        if committed.targets() != targets.as_slice() {
             report.stale.push(format!(
-                "targets: committed {:?}, fresh {:?}",
-                committed.targets(),
-                fresh.targets()
+                "targets: committed {:?}, fresh {targets:?}",
+                committed.targets()
             ));
             return Ok(report);
         }
-        let same_ptxas =
-            self.snapshot_field("ptxas").as_deref() == Some(ptxas_version(&tc.ptxas).as_str());
+        let local = ptxas_version(&tc.ptxas);
+        let same_ptxas = self.snapshot_field("ptxas").as_deref() == Some(local.as_str());
         if !same_ptxas {
             report.notes.push(format!(
-                "the snapshot's cubins were made by {:?}, this machine has {:?}: cubins cannot be \
-                 byte-equal, so only their family lists are compared (PTX is compared in full)",
+                "the snapshot's cubins were made by {:?}, this machine has {local:?}: cubins \
+                 cannot be byte-equal, so only their family lists are compared (PTX is \
+                 compared in full)",
                 self.snapshot_field("ptxas").unwrap_or_default(),
-                ptxas_version(&tc.ptxas)
             ));
         }
-        let names = |i: &Image| {
-            (0..i.len())
-                .map(|f| i.family_name(f).to_string())
-                .collect::<Vec<_>>()
-        };
-        if names(&committed) != names(&fresh) {
-            report.stale.push("the family lists differ".into());
-            return Ok(report);
-        }
-        for (t, target) in fresh.targets().iter().enumerate() {
+        let names: Vec<&str> = (0..committed.len())
+            .map(|f| committed.family_name(f))
+            .collect();
+        for (t, code) in fresh.iter().enumerate() {
+            let target = code.target;
+            let fresh_names: Vec<&str> = code.frames.iter().map(|(n, _)| n.as_str()).collect();
+            if fresh_names != names {
+                report
+                    .stale
+                    .push(format!("{target}: the family lists differ"));
+                continue;
+            }
             if target.kind == Kind::Cubin && !same_ptxas {
                 continue;
             }
-            if committed.header(t) != fresh.header(t) {
+            if committed.header(t) != code.header {
                 report.stale.push(format!("{target}: PTX header"));
             }
-            let (dc, df) = (
-                committed.dictionary(t).map_err(bad)?,
-                fresh.dictionary(t).map_err(bad)?,
-            );
-            let differing: Vec<&str> = (0..fresh.len())
-                .filter(|&f| {
-                    let a = committed.decode(f, t, dc.as_deref()).ok();
-                    let b = fresh.decode(f, t, df.as_deref()).ok();
-                    a.is_none() || a != b
+            let dict = match committed.dictionary(t) {
+                Ok(d) => d,
+                Err(e) => {
+                    report.stale.push(format!("{target}: {e}"));
+                    continue;
+                }
+            };
+            let differing: Vec<&str> = code
+                .frames
+                .iter()
+                .enumerate()
+                .filter(|(f, (_, raw))| {
+                    committed.decode(*f, t, dict.as_deref()).ok().as_ref() != Some(raw)
                 })
-                .map(|f| fresh.family_name(f))
+                .map(|(_, (name, _))| name.as_str())
                 .collect();
             if !differing.is_empty() {
                 let shown: Vec<&str> = differing.iter().take(5).copied().collect();
