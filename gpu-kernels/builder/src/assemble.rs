@@ -41,9 +41,13 @@ impl std::fmt::Display for TargetStats {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
-            "{}: {} families, {} B -> {} B compressed",
-            self.target, self.families, self.raw_bytes, self.compressed_bytes
+            "{}: {} families, {} B",
+            self.target, self.families, self.raw_bytes
         )?;
+        // A check builds the code without compressing it.
+        if self.compressed_bytes > 0 {
+            write!(f, " -> {} B compressed", self.compressed_bytes)?;
+        }
         if self.kernels > 0 {
             write!(
                 f,
