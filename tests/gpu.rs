@@ -537,6 +537,11 @@ fn force_ptx() -> bool {
     std::env::var("STRIDED_APPLY_FORCE_PTX").is_ok_and(|v| !v.is_empty() && v != "0")
 }
 
+/// An image with one family of sm_70 PTX.
+fn ptx70_image(header: &str, family: &str, body: &[u8]) -> ModuleImage {
+    leak_image(&[(Target::ptx(70), header, &[(family, body)])])
+}
+
 const PTX_HEADER: &str = ".version 7.0\n.target sm_70\n.address_size 64\n";
 /// A valid PTX body with one kernel that none of the library's names match.
 const DUMMY_BODY: &[u8] = b"\n.visible .entry neg_f32_dummy()\n{\n\tret;\n}\n";
@@ -616,11 +621,7 @@ fn module_errors(gpu: &Gpu) -> TestResult {
         matches!(e, Error::ImageCorrupt { .. }) && names_all(e, "unknown")
     })?);
     // The family is not in the image.
-    let (_g, r) = fresh(Some(leak_image(&[(
-        Target::ptx(70),
-        PTX_HEADER,
-        &[("add_f32", DUMMY_BODY)],
-    )])))?;
+    let (_g, r) = fresh(Some(ptx70_image(PTX_HEADER, "add_f32", DUMMY_BODY)))?;
     lines.push(expect_err(r, "family missing", |e| {
         matches!(
             e,
@@ -631,11 +632,11 @@ fn module_errors(gpu: &Gpu) -> TestResult {
         ) && names_all(e, "sm_70 PTX")
     })?);
     // The driver refuses the code: garbage PTX, PTX newer than the driver.
-    let (_g, r) = fresh(Some(leak_image(&[(
-        Target::ptx(70),
+    let (_g, r) = fresh(Some(ptx70_image(
         PTX_HEADER,
-        &[("neg_f32", b"this is not PTX\n")],
-    )])))?;
+        "neg_f32",
+        b"this is not PTX\n",
+    )))?;
     lines.push(expect_err(r, "garbage PTX", |e| {
         matches!(
             e,
@@ -645,20 +646,16 @@ fn module_errors(gpu: &Gpu) -> TestResult {
             }
         ) && names_all(e, "sm_70 PTX")
     })?);
-    let (_g, r) = fresh(Some(leak_image(&[(
-        Target::ptx(70),
+    let (_g, r) = fresh(Some(ptx70_image(
         ".version 99.9\n.target sm_70\n.address_size 64\n",
-        &[("neg_f32", DUMMY_BODY)],
-    )])))?;
+        "neg_f32",
+        DUMMY_BODY,
+    )))?;
     lines.push(expect_err(r, "PTX too new for the driver", |e| {
         matches!(e, Error::ModuleLoad { .. }) && e.to_string().contains("older than the PTX")
     })?);
     // The family loads but lacks the kernel.
-    let (g, r) = fresh(Some(leak_image(&[(
-        Target::ptx(70),
-        PTX_HEADER,
-        &[("neg_f32", DUMMY_BODY)],
-    )])))?;
+    let (g, r) = fresh(Some(ptx70_image(PTX_HEADER, "neg_f32", DUMMY_BODY)))?;
     lines.push(expect_err(r, "kernel missing", |e| {
         matches!(e, Error::KernelMissing { module: "gpu-kernels", kernel, .. } if kernel.contains("neg"))
     })?);

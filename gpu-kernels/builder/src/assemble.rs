@@ -20,9 +20,9 @@ const DICT_BYTES: usize = 1024 * 1024;
 pub const NO_SPILL: [u32; 1] = [90];
 
 /// What `ptxas -v` reported for one cubin target, and the target's compressed size.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct TargetStats {
-    pub target: String,
+    pub target: Target,
     pub families: usize,
     pub kernels: usize,
     pub max_registers: u32,
@@ -35,6 +35,31 @@ pub struct TargetStats {
     pub spilling: Vec<String>,
     pub raw_bytes: u64,
     pub compressed_bytes: u64,
+}
+
+impl TargetStats {
+    fn new(target: Target) -> TargetStats {
+        TargetStats {
+            target,
+            families: 0,
+            kernels: 0,
+            max_registers: 0,
+            max_registers_kernel: String::new(),
+            with_stack: 0,
+            spill_stores: 0,
+            spill_loads: 0,
+            spilling: Vec::new(),
+            raw_bytes: 0,
+            compressed_bytes: 0,
+        }
+    }
+
+    /// Whether this target spills where no spill is allowed ([`NO_SPILL`]).
+    pub fn forbidden_spills(&self) -> bool {
+        self.target.kind == strided_apply_image::Kind::Cubin
+            && NO_SPILL.contains(&self.target.sm)
+            && !self.spilling.is_empty()
+    }
 }
 
 impl std::fmt::Display for TargetStats {
@@ -88,7 +113,8 @@ fn parallel<T: Sync, R: Send>(jobs: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
             .collect();
         workers
             .into_iter()
-            .flat_map(|w| w.join().unwrap_or_default())
+            // A worker's panic is the builder's: no job's result may go missing.
+            .flat_map(|w| w.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
             .collect()
     });
     out.sort_by_key(|(i, _)| *i);
@@ -275,7 +301,6 @@ fn target_code(
     frames: Vec<(String, Vec<u8>)>,
     mut stats: TargetStats,
 ) -> TargetCode {
-    stats.target = target.to_string();
     stats.families = frames.len();
     stats.raw_bytes = frames.iter().map(|(_, b)| b.len() as u64).sum();
     TargetCode {
@@ -317,7 +342,7 @@ pub fn build_code(
         let built = parallel(&jobs, |(name, fam)| {
             runner.compile(sm, name, &format!("{header}{}", fam.body))
         });
-        let mut stats = TargetStats::default();
+        let mut stats = TargetStats::new(Target::cubin(sm));
         let mut frames = Vec::new();
         for ((name, _), result) in jobs.iter().zip(built) {
             let (cubin, report) = result?;
@@ -353,7 +378,7 @@ pub fn build_code(
             Target::ptx(sm),
             &header,
             frames,
-            TargetStats::default(),
+            TargetStats::new(Target::ptx(sm)),
         ));
     }
     Ok(code)

@@ -3,7 +3,7 @@
 //! write every family's decoded cubin and PTX into DIR. Used by `scripts/ptx`.
 
 use strided_apply_builder::image::{Image, Kind};
-use strided_apply_builder::{PtxBuild, TargetStats, Toolchain, NO_SPILL};
+use strided_apply_builder::{PtxBuild, TargetStats, Toolchain};
 
 fn fail(msg: String) -> ! {
     eprintln!("ptx-snapshot: {msg}");
@@ -15,10 +15,7 @@ fn report(stats: &[TargetStats]) -> bool {
     let mut ok = true;
     for s in stats {
         eprintln!("ptx-snapshot: {s}");
-        let no_spill = NO_SPILL
-            .iter()
-            .any(|sm| s.target == format!("sm_{sm} cubin"));
-        if no_spill && !s.spilling.is_empty() {
+        if s.forbidden_spills() {
             eprintln!(
                 "ptx-snapshot: ERROR: register spills on {} are not allowed",
                 s.target
