@@ -1,4 +1,6 @@
 """Joins the Rust bench and the peer script (JSON lines) into a markdown table and a PNG.
+Rows join on (case, dtype label, elements); dtype labels name one type ("bf16"), a cast
+("f32->bf16") or a mixed-type op ("bf16*f32->f32"), identically on both sides.
 usage: python3 benches/compare.py ours.jsonl peers.jsonl out.md out.png"""
 import json
 import sys
@@ -31,7 +33,8 @@ for (case, dtype, n), impls in by.items():
     f = lambda x: "-" if x is None else f"{x:.0f}"
     ratio = "-" if not (o and p) else f"{o / p:.2f}"
     frac = "-" if not o else f"{o / ceiling:.2f}"
-    lines.append(f"| {case} | {dtype} | {n} | {f(o)} | {frac} | {f(p)} | {ratio} | {f(c)} | {f(t)} | "
+    md_dtype = dtype.replace("*", "\\*")  # keeps `bf16*f32->f32` literal in markdown
+    lines.append(f"| {case} | {md_dtype} | {n} | {f(o)} | {frac} | {f(p)} | {ratio} | {f(c)} | {f(t)} | "
                  f"{impls.get('strided-apply', {}).get('check', '-')} |")
     if o and p and case != "d2d_copy":
         chart.append((f"{case} {dtype} {n}", o, p))

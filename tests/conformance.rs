@@ -210,3 +210,78 @@ fn cpu_transcendentals_within_their_ulp_bound_of_f64() {
         .unwrap();
     assert!(worst <= 2, "Pow: {worst} ulp");
 }
+
+/// 16-bit floats on the CPU twin: `+ - * /` and `sqrt` are correctly rounded (the f32 op
+/// math rounds once, and f32 holds enough bits that rounding it to 16 bits is the correct
+/// rounding of the exact result); transcendentals within 1 ulp of f64. (Casts from wide
+/// types: `gpu_kernels::narrow`'s unit tests.)
+#[test]
+fn cpu_16bit_ops_round_once_to_nearest_even() {
+    use strided_apply::ops::*;
+    use strided_apply::verify::Distance;
+    use strided_apply::{bf16, f16};
+    let mut rng = Rng(16);
+    let n = 200_000;
+    let l = strided_apply::Layout::contiguous(&[n]).unwrap();
+    macro_rules! check {
+        ($t:ident) => {{
+            let x: Vec<$t> = (0..n).map(|_| <$t as TestElem>::random(&mut rng)).collect();
+            let y: Vec<$t> = (0..n).map(|_| <$t as TestElem>::random(&mut rng)).collect();
+            // The exact result (f64 holds every sum, difference and product of two 16-bit
+            // values; quotients and roots rounded with 53 ≥ 2·24 + 2 bits), rounded to f32
+            // and then to the 16-bit type: both roundings are innocuous at these widths.
+            // (`half`'s `from_f64` is not used: it rounded 2.614266 to the farther f16.)
+            let exact = |r: f64| $t::from_f32(r as f32);
+            macro_rules! binary {
+                ($op:expr, $f:expr) => {{
+                    let mut out = vec![$t::ZERO; n];
+                    cpu::apply3($op, (&mut out, &l), (&x, &l), (&y, &l)).unwrap();
+                    for i in 0..n {
+                        let want = exact(($f)(x[i].to_f64(), y[i].to_f64()));
+                        assert_eq!(
+                            $t::distance(out[i], want),
+                            0,
+                            "{} {}: {:?} {:?} gave {:?}, want {:?}",
+                            stringify!($op),
+                            stringify!($t),
+                            x[i],
+                            y[i],
+                            out[i],
+                            want
+                        );
+                    }
+                }};
+            }
+            binary!(Add, |a: f64, b: f64| a + b);
+            binary!(Sub, |a: f64, b: f64| a - b);
+            binary!(Mul, |a: f64, b: f64| a * b);
+            binary!(Div, |a: f64, b: f64| a / b);
+            let mut out = vec![$t::ZERO; n];
+            cpu::apply2(Sqrt, (&mut out, &l), (&x, &l)).unwrap();
+            for i in 0..n {
+                assert_eq!($t::distance(out[i], exact(x[i].to_f64().sqrt())), 0);
+            }
+            for (op, f) in [
+                (0, f64::exp as fn(f64) -> f64),
+                (1, f64::tanh),
+                (2, f64::sin),
+            ] {
+                match op {
+                    0 => cpu::apply2(Exp, (&mut out, &l), (&x, &l)).unwrap(),
+                    1 => cpu::apply2(Tanh, (&mut out, &l), (&x, &l)).unwrap(),
+                    _ => cpu::apply2(Sin, (&mut out, &l), (&x, &l)).unwrap(),
+                }
+                let worst = (0..n)
+                    .map(|i| $t::distance(out[i], exact(f(x[i].to_f64()))))
+                    .max();
+                assert!(
+                    worst <= Some(1),
+                    "{} op {op}: {worst:?} ulp",
+                    stringify!($t)
+                );
+            }
+        }};
+    }
+    check!(f16);
+    check!(bf16);
+}

@@ -134,8 +134,8 @@ fn empty_tensors_are_valid_and_touch_nothing() {
     cpu::apply3(
         Add,
         (&mut out, &dense(&[0, 5])),
-        (&[], &dense(&[0, 5])),
-        (&[1.0], &dense(&[1])),
+        (&[] as &[f32], &dense(&[0, 5])),
+        (&[1.0f32], &dense(&[1])),
     )
     .unwrap();
     let mut sentinel = vec![7.0f32; 3];

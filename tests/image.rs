@@ -21,8 +21,6 @@ fn builtin_image_has_every_target() {
             Target::cubin(90),
             Target::cubin(100),
             Target::cubin(120),
-            Target::ptx(70),
-            Target::ptx(80),
             Target::ptx(90),
         ]
     );
@@ -125,7 +123,7 @@ fn launched_kernel_names_are_in_their_families() {
         for v in [Vec, Tiled, Contig, D1, D2, D3, Dn, Dn64] {
             let kernel = n.get(v);
             if kernel.is_empty() {
-                continue; // no tiled variant for this arity
+                continue; // no tiled variant for this arity; Dn64 is split into 32-bit launches
             }
             assert_eq!(family_of(kernel), family_of(n.contig));
             assert!(

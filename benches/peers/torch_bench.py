@@ -1,17 +1,39 @@
-"""Peer timings for the bench cases: PyTorch eager, CuPy (when importable) and, for the
-permuted copy, torch.compile. JSON lines on stdout, same fields as the Rust bench.
-CUDA events, median of 25 runs after warm-up; buffers that fit in L2 are rotated."""
+"""Peer timings for the bench cases: PyTorch eager, CuPy (when importable; it has no
+bfloat16) and, for the permuted copies, the fused expression and the dense mixed-type
+multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
+bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
+L2 are rotated. Bytes: every input read once + the output written once, each at its own
+element size."""
 import json
 import sys
 import torch
 
 quick = "--quick" in sys.argv
-# `--only NAME`: only the cases whose name contains NAME (the copy ceiling always runs).
+# `--only NAME`: only the group NAME, or the groups with a case whose name contains NAME (the
+# copy ceiling always runs). Same table and rule as GROUPS in src/bin/bench.rs: an exact
+# group name never selects another group, though "broadcast_row" is inside
+# "mixed_broadcast_row" and "cast" inside "broadcast_row".
 only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[:-1] else None
+GROUPS = {
+    "contiguous_add": ["contiguous_add"],
+    "broadcast_row": ["broadcast_row"],
+    "transposed": ["transposed"],
+    "slice_step2": ["slice_step2"],
+    "permute_copy": ["permute_copy"],
+    "cast": ["cast"],
+    "mixed": ["mixed_broadcast_row", "mixed_contiguous"],
+    "divmul": ["fused_divmul", "three_kernel_divmul"],
+    "stencil": ["stencil_laplacian2"],
+    "tiny": ["tiny_add_host_us"],
+}
 
 
-def want(case):
-    return only is None or only in case
+def want(group):
+    if only is None:
+        return True
+    if only in GROUPS:
+        return group == only
+    return any(only in case for case in GROUPS[group])
 
 dev = "cuda"
 big = 4096 if quick else 16384
@@ -51,20 +73,32 @@ def rand(shape, dtype):
     return torch.randint(0, 255, shape, device=dev, dtype=dtype)
 
 
-def binary(case, make_a, make_b, out_shape, dtype, name):
+def binary(case, make_a, make_b, out_shape, dtype, name, op="add", with_compile=False):
+    """out = a op b into a preallocated `dtype` out (op: "add" or "mul"); each operand's bytes
+    at its own element size. `with_compile`: also torch.compile(a op b), which allocates its out."""
     n = 1
     for s in out_shape:
         n *= s
     a0, b0 = make_a(), make_b()
-    nbytes = (n + min(a0.numel(), n) + min(b0.numel(), n)) * a0.element_size()
+    out_size = torch.empty((), dtype=dtype).element_size()
+    nbytes = n * out_size + min(a0.numel(), n) * a0.element_size() + min(b0.numel(), n) * b0.element_size()
     sets = max(1, min(64, -(-ROTATE // nbytes)))
     bufs = [(make_a(), make_b(), torch.empty(out_shape, device=dev, dtype=dtype)) for _ in range(sets)]
-    ms = median_ms(lambda i: torch.add(bufs[i][0], bufs[i][1], out=bufs[i][2]), sets)
+    tfn = getattr(torch, op)
+    ms = median_ms(lambda i: tfn(bufs[i][0], bufs[i][1], out=bufs[i][2]), sets)
     report("pytorch", case, name, n, nbytes, ms)
-    if cp is not None:
+    if cp is not None and torch.bfloat16 not in (a0.dtype, b0.dtype, dtype):
+        cfn = getattr(cp, "multiply" if op == "mul" else op)
         cbufs = [(cp.from_dlpack(a), cp.from_dlpack(b), cp.from_dlpack(c)) for a, b, c in bufs]
-        ms = median_ms(lambda i: cp.add(cbufs[i][0], cbufs[i][1], out=cbufs[i][2]), sets)
+        ms = median_ms(lambda i: cfn(cbufs[i][0], cbufs[i][1], out=cbufs[i][2]), sets)
         report("cupy", case, name, n, nbytes, ms)
+    if with_compile:
+        try:
+            compiled = torch.compile(lambda x, y: tfn(x, y))
+            ms = median_ms(lambda i: compiled(bufs[i][0], bufs[i][1]), sets)
+            report("torch.compile", case, name, n, nbytes, ms)
+        except Exception as e:  # inductor needs a working triton
+            print(f"# torch.compile ({case} {name}) failed: {e}", file=sys.stderr)
     del bufs
 
 
@@ -83,34 +117,64 @@ if want("contiguous_add"):
     binary("contiguous_add", lambda: rand((n,), torch.float64), lambda: rand((n,), torch.float64), (n,), torch.float64, "f64")
     n = big * big
     binary("contiguous_add", lambda: rand((n,), torch.uint8), lambda: rand((n,), torch.uint8), (n,), torch.uint8, "u8")
+    binary("contiguous_add", lambda: rand((n,), torch.bfloat16), lambda: rand((n,), torch.bfloat16), (n,),
+           torch.bfloat16, "bf16")
+    binary("contiguous_add", lambda: rand((n,), torch.float16), lambda: rand((n,), torch.float16), (n,),
+           torch.float16, "f16")
 sq = (big, big)
 if want("broadcast_row"):
     binary("broadcast_row", lambda: rand(sq, torch.float32), lambda: rand((1, big), torch.float32), sq, torch.float32, "f32")
     binary("broadcast_row", lambda: rand(sq, torch.uint8), lambda: rand((1, big), torch.uint8), sq, torch.uint8, "u8")
+    binary("broadcast_row", lambda: rand(sq, torch.bfloat16), lambda: rand((1, big), torch.bfloat16), sq,
+           torch.bfloat16, "bf16")
 if want("transposed"):
     binary("transposed", lambda: rand(sq, torch.float32), lambda: rand(sq, torch.float32).t(), sq, torch.float32, "f32")
+    binary("transposed", lambda: rand(sq, torch.bfloat16), lambda: rand(sq, torch.bfloat16).t(), sq, torch.bfloat16,
+           "bf16")
 if want("slice_step2"):
     binary("slice_step2", lambda: rand((big, 2 * big), torch.float32)[:, ::2], lambda: rand(sq, torch.float32), sq,
            torch.float32, "f32")
 
 if want("permute_copy"):
     shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
-    x = rand(shape, torch.float32).permute(3, 1, 0, 2)
-    out = torch.empty(x.shape, device=dev)
-    n = x.numel()
-    report("pytorch", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: out.copy_(x)))
-    if cp is not None:
-        cx, cout = cp.from_dlpack(x), cp.from_dlpack(out)
-        report("cupy", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: cp.copyto(cout, cx)))
-    try:
-        compiled = torch.compile(lambda t: t.contiguous())
-        report("torch.compile", "permute_copy", "f32", n, 2 * n * 4, median_ms(lambda i: compiled(x)))
-    except Exception as e:  # inductor needs a working triton
-        print(f"# torch.compile failed: {e}", file=sys.stderr)
+    for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+        x = rand(shape, dtype).permute(3, 1, 0, 2)
+        out = torch.empty(x.shape, device=dev, dtype=dtype)
+        n, size = x.numel(), x.element_size()
+        report("pytorch", "permute_copy", name, n, 2 * n * size, median_ms(lambda i: out.copy_(x)))
+        if cp is not None and dtype != torch.bfloat16:
+            cx, cout = cp.from_dlpack(x), cp.from_dlpack(out)
+            report("cupy", "permute_copy", name, n, 2 * n * size, median_ms(lambda i: cp.copyto(cout, cx)))
+        try:
+            compiled = torch.compile(lambda t: t.contiguous())
+            report("torch.compile", "permute_copy", name, n, 2 * n * size, median_ms(lambda i: compiled(x)))
+        except Exception as e:  # inductor needs a working triton
+            print(f"# torch.compile ({name}) failed: {e}", file=sys.stderr)
+        del x, out
+
+# Contiguous casts, big * big elements, both ways between f32 and bf16 (labels "A->O"), into
+# a preallocated out.
+if want("cast"):
+    n = big * big
+    for src_t, dst_t, name in ((torch.float32, torch.bfloat16, "f32->bf16"),
+                               (torch.bfloat16, torch.float32, "bf16->f32")):
+        x = rand((n,), src_t)
+        out = torch.empty((n,), device=dev, dtype=dst_t)
+        nbytes = n * (x.element_size() + out.element_size())
+        report("pytorch", "cast", name, n, nbytes, median_ms(lambda i: out.copy_(x)))
+        del x, out
+
+# Mixed types: out_f32[big, big] = a_bf16[big, big] * b_f32, b a broadcast row [1, big] and
+# then dense [big, big] (the dense one also through torch.compile).
+if want("mixed"):
+    binary("mixed_broadcast_row", lambda: rand(sq, torch.bfloat16), lambda: rand((1, big), torch.float32), sq,
+           torch.float32, "bf16*f32->f32", op="mul")
+    binary("mixed_contiguous", lambda: rand(sq, torch.bfloat16), lambda: rand(sq, torch.float32), sq,
+           torch.float32, "bf16*f32->f32", op="mul", with_compile=True)
 
 # Fused expression c = (a / 3) * (b / 7): eager (three kernels and temporaries) and
 # torch.compile (one generated kernel). Bytes counted as 2 reads + 1 write for both.
-if want("fused_divmul"):
+if want("divmul"):
     n = 1 << 24 if quick else 1 << 28
     fa, fb = rand((n,), torch.float32), rand((n,), torch.float32)
     report("pytorch", "fused_divmul", "f32", n, 3 * n * 4, median_ms(lambda i: (fa / 3) * (fb / 7)))
@@ -121,7 +185,7 @@ if want("fused_divmul"):
         print(f"# torch.compile (fused) failed: {e}", file=sys.stderr)
     del fa, fb
 
-if not want("tiny_add_host_us"):
+if not want("tiny"):
     sys.exit(0)
 import time
 a = rand((1024,), torch.float32)

@@ -264,7 +264,7 @@ unsafe fn load_even<T: Copy, const E: usize>(p: *const T, whole: bool) -> [T; E]
 }
 
 macro_rules! vec_body {
-    ($(#[$doc:meta])* $name:ident, $scalar:ident, $trait:ident, $n:literal, $reads:expr,
+    ($(#[$doc:meta])* $name:ident, $lanes:ident, $trait:ident, $n:literal, $reads:expr,
      [$($x:ident: $t:ident = $k:literal),*]) => {
         $(#[$doc])*
         ///
@@ -301,11 +301,7 @@ macro_rules! vec_body {
                 // Outputs an op only writes are not loaded: zero bits are a valid value of
                 // every element type (all are plain numbers).
                 let mut ov: [O; E] = if $reads(&op) { load(o) } else { core::mem::zeroed() };
-                let mut j = 0;
-                while j < E {
-                    op.apply(&mut ov[j] $(, $x[j])*);
-                    j += 1;
-                }
+                $lanes(&op, &mut ov $(, &$x)*);
                 *(o as *mut Chunk<O, E>) = Chunk(ov);
                 c += step;
             }
@@ -317,6 +313,43 @@ macro_rules! vec_body {
             }
         }
     };
+}
+
+// One chunk's lanes: `Op2` and `Op3` through their `apply_lanes` (which ops may specialise).
+#[inline(always)]
+fn lanes1<Op: Op1<O>, O, const E: usize>(op: &Op, out: &mut [O; E]) {
+    let mut j = 0;
+    while j < E {
+        op.apply(&mut out[j]);
+        j += 1;
+    }
+}
+#[inline(always)]
+fn lanes2<Op: Op2<O, A>, O, A: Copy, const E: usize>(op: &Op, out: &mut [O; E], a: &[A; E]) {
+    op.apply_lanes(out, a);
+}
+#[inline(always)]
+fn lanes3<Op: Op3<O, A, B>, O, A: Copy, B: Copy, const E: usize>(
+    op: &Op,
+    out: &mut [O; E],
+    a: &[A; E],
+    b: &[B; E],
+) {
+    op.apply_lanes(out, a, b);
+}
+#[inline(always)]
+fn lanes4<Op: Op4<O, A, B, C>, O, A: Copy, B: Copy, C: Copy, const E: usize>(
+    op: &Op,
+    out: &mut [O; E],
+    a: &[A; E],
+    b: &[B; E],
+    c: &[C; E],
+) {
+    let mut j = 0;
+    while j < E {
+        op.apply(&mut out[j], a[j], b[j], c[j]);
+        j += 1;
+    }
 }
 
 #[inline(always)]
@@ -338,17 +371,17 @@ fn reads_out4<Op: Op4<O, A, B, C>, O, A, B, C>(_: &Op) -> bool {
 
 vec_body!(
     /// Vectorised `apply1`: each thread-iteration updates `E` consecutive elements.
-    apply1_vec, apply1, Op1, 1, reads_out1, []
+    apply1_vec, lanes1, Op1, 1, reads_out1, []
 );
 vec_body!(
     /// Vectorised `apply2`: 16-byte loads and stores of `E` consecutive elements.
-    apply2_vec, apply2, Op2, 2, reads_out2::<Op, O, A>, [a: A = 1]
+    apply2_vec, lanes2, Op2, 2, reads_out2::<Op, O, A>, [a: A = 1]
 );
 vec_body!(
     /// Vectorised `apply3`: 16-byte loads and stores of `E` consecutive elements.
-    apply3_vec, apply3, Op3, 3, reads_out3::<Op, O, A, B>, [a: A = 1, b: B = 2]
+    apply3_vec, lanes3, Op3, 3, reads_out3::<Op, O, A, B>, [a: A = 1, b: B = 2]
 );
 vec_body!(
     /// Vectorised `apply4`: 16-byte loads and stores of `E` consecutive elements.
-    apply4_vec, apply4, Op4, 4, reads_out4::<Op, O, A, B, C>, [a: A = 1, b: B = 2, c: C = 3]
+    apply4_vec, lanes4, Op4, 4, reads_out4::<Op, O, A, B, C>, [a: A = 1, b: B = 2, c: C = 3]
 );

@@ -2,7 +2,7 @@
 //! makes sense for. One line of a helper macro instantiates an op for a list of types.
 
 #[allow(unused_imports)]
-use crate::elem::Bool;
+use crate::elem::{bf16, f16, Bool};
 use crate::fused::*;
 use crate::ops::*;
 use crate::stencil::*;
@@ -64,27 +64,27 @@ macro_rules! for_types {
 
 macro_rules! numeric {
     ($kind:ident $name:ident $($op:ident)?) => {
-        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8);
+        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8, f16, bf16);
     };
 }
 macro_rules! signed {
     ($kind:ident $name:ident $op:ident) => {
-        for_types!($kind $name $op: f32, f64, i32, i64);
+        for_types!($kind $name $op: f32, f64, i32, i64, f16, bf16);
     };
 }
 macro_rules! float {
     ($kind:ident $name:ident $op:ident) => {
-        for_types!($kind $name $op: f32, f64);
+        for_types!($kind $name $op: f32, f64, f16, bf16);
     };
 }
 macro_rules! float_ty {
     ($kind:ident $name:ident $op:ty) => {
-        for_types!($kind $name $op: f32, f64);
+        for_types!($kind $name $op: f32, f64, f16, bf16);
     };
 }
 macro_rules! all {
     ($kind:ident $name:ident $($op:ident)?) => {
-        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8, Bool);
+        for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8, Bool, f16, bf16);
     };
 }
 
@@ -152,6 +152,21 @@ all!(cast_from i64);
 all!(cast_from u32);
 all!(cast_from u8);
 all!(cast_from Bool);
+all!(cast_from f16);
+all!(cast_from bf16);
+
+// Mixed types: a 16-bit input with an f32 one, computed in f32; f32 or 16-bit output.
+macro_rules! mixed {
+    ($($name:ident $op:ident),*) => {$(
+        $crate::kernels! {
+            apply3 [$name f32 f16 f32]: $op => (f32, f16, f32);
+            apply3 [$name f16 f16 f32]: $op => (f16, f16, f32);
+            apply3 [$name f32 bf16 f32]: $op => (f32, bf16, f32);
+            apply3 [$name bf16 bf16 f32]: $op => (bf16, bf16, f32);
+        }
+    )*};
+}
+mixed!(add Add, sub Sub, mul Mul, div Div);
 
 // Fused expressions (`fused`), one kernel per whole expression.
 float!(fused3 axpy Axpy);

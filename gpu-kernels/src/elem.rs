@@ -1,6 +1,7 @@
 //! Element types the kernels are instantiated for.
 
 use bytemuck::{Pod, Zeroable};
+pub use half::{bf16, f16};
 
 /// A boolean stored as one byte: 0 is false, anything else is true. Comparisons write 0 or 1.
 #[repr(transparent)]
@@ -42,6 +43,10 @@ pub enum ElemType {
     U32,
     U8,
     Bool,
+    /// IEEE 754 binary16 ([`f16`]).
+    F16,
+    /// bfloat16 ([`bf16`]): the high half of an `f32`.
+    BF16,
 }
 
 impl ElemType {
@@ -50,6 +55,7 @@ impl ElemType {
         match self {
             ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
             ElemType::F64 | ElemType::I64 => 8,
+            ElemType::F16 | ElemType::BF16 => 2,
             ElemType::U8 | ElemType::Bool => 1,
         }
     }
@@ -62,6 +68,8 @@ impl ElemType {
             ElemType::U32 => "u32",
             ElemType::U8 => "u8",
             ElemType::Bool => "bool",
+            ElemType::F16 => "f16",
+            ElemType::BF16 => "bf16",
         }
     }
 }
@@ -83,4 +91,6 @@ elem! {
     u32 => "u32", U32;
     u8 => "u8", U8;
     Bool => "bool", Bool;
+    f16 => "f16", F16;
+    bf16 => "bf16", BF16;
 }

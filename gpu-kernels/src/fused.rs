@@ -29,6 +29,8 @@
 //!   `T` (`out = expr`), launched with `apply2` … `apply4`.
 //! - `|mut o; x, …|` — the output is read as well (`o = expr(o, …)`, in place without a
 //!   temporary); zero to three inputs: [`Op1`] … [`Op4`] with `READS_OUT`.
+//! - The expression is evaluated in the element type's op math type
+//!   ([`Num::Acc`](crate::math::Num::Acc): `f32` for `f16` and `bf16`) and rounded once.
 //! - In the expression: `+ - * /` and unary `-` on operands, scalars and literals
 //!   (`2.0 * x`, `x / 3`; a literal is converted to `T` as Rust's `as` does), and the
 //!   functions of [`fns`]: `sqrt`, `exp`, `ln`, `sin`, `cos`, `tanh`, `pow`, `sigmoid`,
@@ -260,7 +262,7 @@ macro_rules! fused {
     };
     // `|mut o; inputs|`: the output is read.
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [mut $o:ident ; ] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op1<$T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op1<$T> for $name<$T> {
             #[inline(always)]
             fn apply(&self, out: &mut $T) {
                 $crate::fused!(@eval self $T [$($s)*] [$o = *out] out $e)
@@ -268,7 +270,7 @@ macro_rules! fused {
         }
     };
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [mut $o:ident ; $a:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op2<$T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op2<$T, $T> for $name<$T> {
             const READS_OUT: bool = true;
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T) {
@@ -277,7 +279,7 @@ macro_rules! fused {
         }
     };
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [mut $o:ident ; $a:ident, $b:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op3<$T, $T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op3<$T, $T, $T> for $name<$T> {
             const READS_OUT: bool = true;
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T, $b: $T) {
@@ -286,7 +288,7 @@ macro_rules! fused {
         }
     };
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [mut $o:ident ; $a:ident, $b:ident, $c:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op4<$T, $T, $T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op4<$T, $T, $T, $T> for $name<$T> {
             const READS_OUT: bool = true;
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T, $b: $T, $c: $T) {
@@ -296,7 +298,7 @@ macro_rules! fused {
     };
     // `|inputs|`: the output is only written.
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [$a:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op2<$T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op2<$T, $T> for $name<$T> {
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T) {
                 $crate::fused!(@eval self $T [$($s)*] [$a = $a] out $e)
@@ -304,7 +306,7 @@ macro_rules! fused {
         }
     };
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [$a:ident, $b:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op3<$T, $T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op3<$T, $T, $T> for $name<$T> {
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T, $b: $T) {
                 $crate::fused!(@eval self $T [$($s)*] [$a = $a, $b = $b] out $e)
@@ -312,7 +314,7 @@ macro_rules! fused {
         }
     };
     (@impl $name:ident $T:ident $bound:ident [$($s:ident)*] [$a:ident, $b:ident, $c:ident] $e:expr) => {
-        impl<$T: $crate::math::$bound> $crate::ops::Op4<$T, $T, $T, $T> for $name<$T> {
+        impl<$T: $crate::math::$bound<Acc: $crate::math::$bound>> $crate::ops::Op4<$T, $T, $T, $T> for $name<$T> {
             #[inline(always)]
             fn apply(&self, out: &mut $T, $a: $T, $b: $T, $c: $T) {
                 $crate::fused!(@eval self $T [$($s)*] [$a = $a, $b = $b, $c = $c] out $e)
@@ -329,10 +331,11 @@ macro_rules! fused {
     (@eval $self:ident $T:ident [$($s:ident)*] [$($v:ident = $x:expr),*] $out:ident $e:expr) => {{
         #[allow(unused_imports)]
         use $crate::fused::fns::*;
-        $( let $s = $crate::fused::V($self.$s); )*
-        $( let $v = $crate::fused::V($x); )*
-        let r: $crate::fused::V<$T> = $e;
-        *$out = r.0;
+        // Inputs and scalars convert to the op math type once; the result rounds once.
+        $( let $s = $crate::fused::V($crate::math::Num::to_acc($self.$s)); )*
+        $( let $v = $crate::fused::V($crate::math::Num::to_acc($x)); )*
+        let r: $crate::fused::V<<$T as $crate::math::Num>::Acc> = $e;
+        *$out = <$T as $crate::math::Num>::from_acc(r.0);
     }};
 }
 

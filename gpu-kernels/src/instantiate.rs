@@ -24,7 +24,9 @@ pub enum Variant {
     D3,
     /// Up to [`MAX_DIMS`](crate::MAX_DIMS) dimensions, 32-bit index.
     Dn,
-    /// Up to [`MAX_DIMS`](crate::MAX_DIMS) dimensions, 64-bit index.
+    /// Offsets or element count beyond 32 bits. No kernel of its own: the launcher runs
+    /// the plan as pieces that fit 32-bit indices (the host's `Plan::split32`), with the
+    /// variants above; the CPU twin walks it with 64-bit offsets.
     Dn64,
 }
 
@@ -52,10 +54,11 @@ pub struct KernelNames {
     pub d2: &'static str,
     pub d3: &'static str,
     pub dn: &'static str,
-    pub dn64: &'static str,
 }
 
 impl KernelNames {
+    /// The kernel of variant `v`; empty where there is none (`Tiled` of apply1 and
+    /// apply4, and `Dn64`, which the launcher splits into 32-bit launches).
     pub fn get(&self, v: Variant) -> &'static str {
         match v {
             Variant::Vec => self.vec,
@@ -65,7 +68,8 @@ impl KernelNames {
             Variant::D2 => self.d2,
             Variant::D3 => self.d3,
             Variant::Dn => self.dn,
-            Variant::Dn64 => self.dn64,
+            // Split into 32-bit launches (see `Variant::Dn64`).
+            Variant::Dn64 => "",
         }
     }
 }
@@ -113,7 +117,7 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// }
 /// ```
 ///
-/// produces `add_f32_c`, `add_f32_d1`, … `add_f32_dn64` on the GPU target and
+/// produces `add_f32_v`, `add_f32_t`, `add_f32_c`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
 /// (`lap2_f32_s`, `lap2_f32_s64`). The op type must be `#[repr(C)]` (host and GPU are
@@ -176,7 +180,6 @@ macro_rules! kernels {
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d3" u32, 3, 3, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "dn" u32, $crate::MAX_DIMS, dyn, $op; $n; $params);
-        $crate::kernels!(@entry $body [$($part)+] "dn64" u64, $crate::MAX_DIMS, dyn, $op; $n; $params);
         impl $crate::$trait<$($t),+> for $op {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
@@ -187,7 +190,6 @@ macro_rules! kernels {
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
                 d3: concat!($(stringify!($part), "_",)+ "d3"),
                 dn: concat!($(stringify!($part), "_",)+ "dn"),
-                dn64: concat!($(stringify!($part), "_",)+ "dn64"),
             };
         }
     };

@@ -2,7 +2,8 @@
 //! compiled to PTX (target `nvptx64-nvidia-cuda`) for the GPU, and compiled for the host,
 //! where the CPU twin calls the very same op code and offset arithmetic.
 //!
-//! - [`elem`]: element types (`f32`, `f64`, `i32`, `i64`, `u32`, `u8`, [`elem::Bool`]).
+//! - [`elem`]: element types (`f32`, `f64`, `i32`, `i64`, `u32`, `u8`, [`elem::Bool`], and
+//!   the 16-bit floats [`f16`] and [`bf16`] of the `half` crate, computed in `f32`: [`narrow`]).
 //! - [`geometry`]: [`geometry::Geometry`], the `#[repr(C)]` TensorInfo passed by value to
 //!   every kernel (sizes of the jointly collapsed dimensions, strides of every operand),
 //!   and the IndexToOffset arithmetic.
@@ -30,6 +31,7 @@ pub mod fused;
 pub mod geometry;
 mod instantiate;
 pub mod math;
+pub mod narrow;
 pub mod ops;
 pub mod stencil;
 #[cfg(target_arch = "nvptx64")]
@@ -136,7 +138,7 @@ pub const fn tile_shape(operands: usize) -> TileShape {
 #[doc(hidden)]
 pub mod device;
 
-pub use elem::{Bool, Elem};
+pub use elem::{bf16, f16, Bool, Elem};
 pub use geometry::{Geometry, Index, MAX_DIMS};
 pub use instantiate::{KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant};
 

@@ -7,15 +7,29 @@
 //!   so GPU and CPU are bit-identical.
 //! - `exp`, `log`, `sin`, `cos`, `tanh`, `pow`, `sigmoid`: each side within a few ulp of
 //!   an f64 reference (bounds in `ops::Tolerance`); GPU and CPU may differ in the last bits.
+//! - `f16` and `bf16` compute in `f32` ([`Num::Acc`]) and round once to the output type, so
+//!   every op above that is correctly rounded in `f32` is correctly rounded in 16 bits too
+//!   (`f32` has more than `2p + 2` bits for `p` = 11 and 8), and the transcendentals are
+//!   within one 16-bit ulp of the exact result. `fma` rounds twice (in `f32`, then to 16
+//!   bits), as PyTorch's opmath does; GPU and CPU still agree bit for bit.
 
+use crate::narrow::{bf16, bf16_to_f32, f16, f16_to_f32, f32_to_bf16, f32_to_f16, NAN_BITS};
 use crate::ops::CastFrom;
 
 /// Arithmetic shared by every numeric element type. Integer arithmetic wraps; integer
 /// division by zero gives 0 (the GPU cannot raise, and both sides must agree). Literals
 /// in [`fused!`](crate::fused) expressions convert from `f64` and `i32` as Rust's `as` does.
 pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
+    /// The type op math is done in (PyTorch's "opmath"): `f32` for `f16` and `bf16`, the
+    /// type itself otherwise. Ops that chain several operations (`sigmoid`, fused
+    /// expressions, stencils) convert their inputs once, compute in `Acc` and round once.
+    /// `Acc` has the same traits as the type ([`Signed`], [`Float`]); generic code over
+    /// `T: Float` that computes in `T::Acc` states `T::Acc: Float`.
+    type Acc: Num;
     const ZERO: Self;
     const ONE: Self;
+    fn to_acc(self) -> Self::Acc;
+    fn from_acc(a: Self::Acc) -> Self;
     fn add(self, o: Self) -> Self;
     fn sub(self, o: Self) -> Self;
     fn mul(self, o: Self) -> Self;
@@ -27,6 +41,17 @@ pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
     /// NaN-propagating maximum.
     fn max(self, o: Self) -> Self;
     fn is_nan(self) -> bool;
+    /// `add` on `E` lanes (the vectorised variant's `Add`); types override it with a
+    /// whole-vector form (`u8`: four lanes per 32-bit operation).
+    #[inline(always)]
+    fn add_lanes<const E: usize>(a: &[Self; E], b: &[Self; E]) -> [Self; E] {
+        core::array::from_fn(|j| a[j].add(b[j]))
+    }
+    /// `sub` on `E` lanes, like [`Num::add_lanes`].
+    #[inline(always)]
+    fn sub_lanes<const E: usize>(a: &[Self; E], b: &[Self; E]) -> [Self; E] {
+        core::array::from_fn(|j| a[j].sub(b[j]))
+    }
 }
 
 /// Numbers with a sign: negation and absolute value.
@@ -49,8 +74,11 @@ pub trait Float: Signed {
 macro_rules! int_num {
     ($($t:ty),*) => {$(
         impl Num for $t {
+            type Acc = Self;
             const ZERO: Self = 0;
             const ONE: Self = 1;
+            #[inline(always)] fn to_acc(self) -> Self { self }
+            #[inline(always)] fn from_acc(a: Self) -> Self { a }
             #[inline(always)] fn add(self, o: Self) -> Self { self.wrapping_add(o) }
             #[inline(always)] fn sub(self, o: Self) -> Self { self.wrapping_sub(o) }
             #[inline(always)] fn mul(self, o: Self) -> Self { self.wrapping_mul(o) }
@@ -66,7 +94,118 @@ macro_rules! int_num {
         }
     )*};
 }
-int_num!(i32, i64, u32, u8);
+int_num!(i32, i64, u32);
+
+// `u8`: as the other integers, and add and subtract four lanes per 32-bit word (SWAR): the
+// low seven bits of each byte add without crossing into the next byte, the top bit is the
+// exclusive or of the operands' top bits and that carry. The kernels otherwise unpack,
+// add and repack every byte (five instructions a byte against one and a quarter).
+impl Num for u8 {
+    type Acc = Self;
+    const ZERO: Self = 0;
+    const ONE: Self = 1;
+    #[inline(always)]
+    fn to_acc(self) -> Self {
+        self
+    }
+    #[inline(always)]
+    fn from_acc(a: Self) -> Self {
+        a
+    }
+    #[inline(always)]
+    fn add(self, o: Self) -> Self {
+        self.wrapping_add(o)
+    }
+    #[inline(always)]
+    fn sub(self, o: Self) -> Self {
+        self.wrapping_sub(o)
+    }
+    #[inline(always)]
+    fn mul(self, o: Self) -> Self {
+        self.wrapping_mul(o)
+    }
+    #[inline(always)]
+    fn div(self, o: Self) -> Self {
+        if o == 0 {
+            0
+        } else {
+            self.wrapping_div(o)
+        }
+    }
+    #[inline(always)]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        self.wrapping_mul(a).wrapping_add(b)
+    }
+    #[inline(always)]
+    fn min(self, o: Self) -> Self {
+        if o < self {
+            o
+        } else {
+            self
+        }
+    }
+    #[inline(always)]
+    fn max(self, o: Self) -> Self {
+        if o > self {
+            o
+        } else {
+            self
+        }
+    }
+    #[inline(always)]
+    fn is_nan(self) -> bool {
+        false
+    }
+    #[inline(always)]
+    fn add_lanes<const E: usize>(a: &[u8; E], b: &[u8; E]) -> [u8; E] {
+        swar::<E>(
+            a,
+            b,
+            |x, y| ((x & LOW7) + (y & LOW7)) ^ ((x ^ y) & HIGH),
+            u8::wrapping_add,
+        )
+    }
+    #[inline(always)]
+    fn sub_lanes<const E: usize>(a: &[u8; E], b: &[u8; E]) -> [u8; E] {
+        swar::<E>(
+            a,
+            b,
+            |x, y| ((x | HIGH) - (y & LOW7)) ^ ((x ^ !y) & HIGH),
+            u8::wrapping_sub,
+        )
+    }
+}
+
+const LOW7: u32 = 0x7f7f_7f7f;
+const HIGH: u32 = 0x8080_8080;
+
+/// `word` on every group of four lanes (little-endian words), `byte` on a remainder.
+#[inline(always)]
+fn swar<const E: usize>(
+    a: &[u8; E],
+    b: &[u8; E],
+    word: impl Fn(u32, u32) -> u32,
+    byte: impl Fn(u8, u8) -> u8,
+) -> [u8; E] {
+    let mut out = [0u8; E];
+    let mut i = 0;
+    while i + 4 <= E {
+        // Whole 32-bit words (byte-wise assembly would make LLVM unpack and repack every
+        // byte of the vector loads). Lane order does not matter: the word op is lane-wise.
+        // SAFETY: bytes `i..i + 4` are inside the arrays; unaligned accesses of plain bytes.
+        unsafe {
+            let x = core::ptr::read_unaligned(a.as_ptr().add(i).cast::<u32>());
+            let y = core::ptr::read_unaligned(b.as_ptr().add(i).cast::<u32>());
+            core::ptr::write_unaligned(out.as_mut_ptr().add(i).cast::<u32>(), word(x, y));
+        }
+        i += 4;
+    }
+    while i < E {
+        out[i] = byte(a[i], b[i]);
+        i += 1;
+    }
+    out
+}
 
 macro_rules! int_signed {
     ($($t:ty),*) => {$(
@@ -77,6 +216,37 @@ macro_rules! int_signed {
     )*};
 }
 int_signed!(i32, i64);
+
+#[cfg(test)]
+mod tests {
+    use super::Num;
+
+    #[test]
+    fn u8_lanes_equal_scalar_arithmetic() {
+        let mut a = [0u8; 16];
+        let mut b = [0u8; 16];
+        for x in 0..=255u8 {
+            for y in (0..=255u8).step_by(3) {
+                a.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, v)| *v = x.wrapping_add(j as u8 * 17));
+                b.iter_mut()
+                    .enumerate()
+                    .for_each(|(j, v)| *v = y.wrapping_mul(j as u8 | 1));
+                let (s, d) = (u8::add_lanes(&a, &b), u8::sub_lanes(&a, &b));
+                for j in 0..16 {
+                    assert_eq!(s[j], a[j].wrapping_add(b[j]));
+                    assert_eq!(d[j], a[j].wrapping_sub(b[j]));
+                }
+                let (s5, d5) = (
+                    u8::add_lanes::<5>(&[x; 5], &[y; 5]),
+                    u8::sub_lanes::<5>(&[x; 5], &[y; 5]),
+                );
+                assert_eq!((s5[4], d5[4]), (x.wrapping_add(y), x.wrapping_sub(y)));
+            }
+        }
+    }
+}
 
 #[cfg(target_arch = "nvptx64")]
 extern "C" {
@@ -102,8 +272,11 @@ macro_rules! float {
     ($t:ident, $bits:ident, $sign:expr, $sqrt:ident, $fma:ident, $exp:ident, $log:ident,
      $sin:ident, $cos:ident, $tanh:ident, $pow:ident) => {
         impl Num for $t {
+            type Acc = Self;
             const ZERO: Self = 0.0;
             const ONE: Self = 1.0;
+            #[inline(always)] fn to_acc(self) -> Self { self }
+            #[inline(always)] fn from_acc(a: Self) -> Self { a }
             #[inline(always)] fn add(self, o: Self) -> Self { self + o }
             #[inline(always)] fn sub(self, o: Self) -> Self { self - o }
             #[inline(always)] fn mul(self, o: Self) -> Self { self * o }
@@ -188,3 +361,50 @@ float!(
     __nv_tanh,
     __nv_pow
 );
+
+/// `f16` and `bf16`: every operation in `f32`, rounded once to the type; sign operations on
+/// the bits (exact).
+macro_rules! narrow_float {
+    ($($t:ident: $to:ident, $from:ident;)*) => {$(
+        impl Num for $t {
+            type Acc = f32;
+            const ZERO: Self = $t::from_bits(0);
+            const ONE: Self = $t::ONE;
+            #[inline(always)] fn to_acc(self) -> f32 { $to(self) }
+            #[inline(always)] fn from_acc(a: f32) -> Self { $from(a) }
+            #[inline(always)] fn add(self, o: Self) -> Self { $from($to(self) + $to(o)) }
+            #[inline(always)] fn sub(self, o: Self) -> Self { $from($to(self) - $to(o)) }
+            #[inline(always)] fn mul(self, o: Self) -> Self { $from($to(self) * $to(o)) }
+            #[inline(always)] fn div(self, o: Self) -> Self { $from($to(self) / $to(o)) }
+            #[inline(always)] fn mul_add(self, a: Self, b: Self) -> Self {
+                $from(Num::mul_add($to(self), $to(a), $to(b)))
+            }
+            #[inline(always)] fn min(self, o: Self) -> Self {
+                let (x, y) = ($to(self), $to(o));
+                if x != x || y != y { $t::from_bits(NAN_BITS) } else if y < x { o } else { self }
+            }
+            #[inline(always)] fn max(self, o: Self) -> Self {
+                let (x, y) = ($to(self), $to(o));
+                if x != x || y != y { $t::from_bits(NAN_BITS) } else if y > x { o } else { self }
+            }
+            #[inline(always)] fn is_nan(self) -> bool { self.to_bits() & 0x7fff > $t::INFINITY.to_bits() }
+        }
+        impl Signed for $t {
+            #[inline(always)] fn neg(self) -> Self { $t::from_bits(self.to_bits() ^ 0x8000) }
+            #[inline(always)] fn abs(self) -> Self { $t::from_bits(self.to_bits() & 0x7fff) }
+        }
+        impl Float for $t {
+            #[inline(always)] fn sqrt(self) -> Self { $from(Float::sqrt($to(self))) }
+            #[inline(always)] fn exp(self) -> Self { $from(Float::exp($to(self))) }
+            #[inline(always)] fn ln(self) -> Self { $from(Float::ln($to(self))) }
+            #[inline(always)] fn sin(self) -> Self { $from(Float::sin($to(self))) }
+            #[inline(always)] fn cos(self) -> Self { $from(Float::cos($to(self))) }
+            #[inline(always)] fn tanh(self) -> Self { $from(Float::tanh($to(self))) }
+            #[inline(always)] fn powf(self, e: Self) -> Self { $from(Float::powf($to(self), $to(e))) }
+        }
+    )*};
+}
+narrow_float! {
+    f16: f16_to_f32, f32_to_f16;
+    bf16: bf16_to_f32, f32_to_bf16;
+}

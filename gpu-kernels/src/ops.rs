@@ -8,6 +8,7 @@
 
 use crate::elem::Bool;
 use crate::math::{Float, Num, Signed};
+use crate::narrow::{bf16, f16, ToF32Odd};
 
 /// In-place op on one operand: `apply1`.
 #[diagnostic::on_unimplemented(
@@ -27,6 +28,19 @@ pub trait Op2<O, A>: Copy + Send + Sync {
     /// only write, so vectorised kernels skip loading the output.
     const READS_OUT: bool = false;
     fn apply(&self, out: &mut O, a: A);
+    /// `apply` on `E` consecutive elements (the vectorised variant). An op may override it
+    /// with a whole-vector form that gives the same result on every lane.
+    #[inline(always)]
+    fn apply_lanes<const E: usize>(&self, out: &mut [O; E], a: &[A; E])
+    where
+        A: Copy,
+    {
+        let mut j = 0;
+        while j < E {
+            self.apply(&mut out[j], a[j]);
+            j += 1;
+        }
+    }
 }
 /// `out = f(a, b)`: `apply3`.
 #[diagnostic::on_unimplemented(
@@ -38,6 +52,21 @@ pub trait Op3<O, A, B>: Copy + Send + Sync {
     /// only write, so vectorised kernels skip loading the output.
     const READS_OUT: bool = false;
     fn apply(&self, out: &mut O, a: A, b: B);
+    /// `apply` on `E` consecutive elements (the vectorised variant). An op may override it
+    /// with a whole-vector form that gives the same result on every lane (`u8` add and
+    /// subtract: four bytes per 32-bit operation).
+    #[inline(always)]
+    fn apply_lanes<const E: usize>(&self, out: &mut [O; E], a: &[A; E], b: &[B; E])
+    where
+        A: Copy,
+        B: Copy,
+    {
+        let mut j = 0;
+        while j < E {
+            self.apply(&mut out[j], a[j], b[j]);
+            j += 1;
+        }
+    }
 }
 /// `out = f(a, b, c)`: `apply4`.
 #[diagnostic::on_unimplemented(
@@ -106,22 +135,48 @@ zst_op!(
 );
 
 macro_rules! binary {
-    ($bound:ident: $($op:ident => |$a:ident, $b:ident| $e:expr),* $(,)?) => {$(
+    ($bound:ident: $($op:ident => |$a:ident, $b:ident| $e:expr $(, lanes $lanes:ident)?);* $(;)?) => {$(
         impl<T: $bound> Op3<T, T, T> for $op {
             #[inline(always)]
             fn apply(&self, out: &mut T, $a: T, $b: T) { *out = $e; }
+            $(
+            #[inline(always)]
+            fn apply_lanes<const E: usize>(&self, out: &mut [T; E], a: &[T; E], b: &[T; E]) {
+                *out = T::$lanes(a, b);
+            }
+            )?
         }
     )*};
 }
-binary!(Num: Add => |a, b| a.add(b), Sub => |a, b| a.sub(b), Mul => |a, b| a.mul(b),
-        Div => |a, b| a.div(b), Min => |a, b| a.min(b), Max => |a, b| a.max(b));
+binary!(Num: Add => |a, b| a.add(b), lanes add_lanes; Sub => |a, b| a.sub(b), lanes sub_lanes;
+        Mul => |a, b| a.mul(b); Div => |a, b| a.div(b); Min => |a, b| a.min(b);
+        Max => |a, b| a.max(b));
 binary!(Float: Pow => |a, b| a.powf(b));
+
+/// The mixed-type ops frameworks use most: a 16-bit input with an `f32` one, computed in
+/// `f32`, the result `f32` or the 16-bit type (rounded once).
+macro_rules! mixed {
+    ($($op:ident => $f:ident),*) => { $( mixed!(@one $op $f f16); mixed!(@one $op $f bf16); )* };
+    (@one $op:ident $f:ident $h:ident) => {
+        impl Op3<f32, $h, f32> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut f32, a: $h, b: f32) { *out = a.to_acc().$f(b); }
+        }
+        impl Op3<$h, $h, f32> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut $h, a: $h, b: f32) { *out = $h::from_acc(a.to_acc().$f(b)); }
+        }
+    };
+}
+mixed!(Add => add, Sub => sub, Mul => mul, Div => div);
 
 macro_rules! compare {
     ($($op:ident => $cmp:tt),* $(,)?) => {$(
         impl<T: Num> Op3<Bool, T, T> for $op {
             #[inline(always)]
-            fn apply(&self, out: &mut Bool, a: T, b: T) { *out = Bool::from(a $cmp b); }
+            fn apply(&self, out: &mut Bool, a: T, b: T) {
+                *out = Bool::from(a.to_acc() $cmp b.to_acc());
+            }
         }
         impl Accuracy for $op {}
     )*};
@@ -138,9 +193,23 @@ macro_rules! unary {
 }
 unary!(Signed: Neg => |a| a.neg(), Abs => |a| a.abs());
 unary!(Num: Relu => |a| if a.is_nan() { a } else { a.max(T::ZERO) });
-unary!(Float: Sqrt => |a| a.sqrt(), Rsqrt => |a| T::ONE.div(a.sqrt()), Exp => |a| a.exp(),
-       Log => |a| a.ln(), Sin => |a| a.sin(), Cos => |a| a.cos(), Tanh => |a| a.tanh(),
-       Sigmoid => |a| T::ONE.div(T::ONE.add(a.neg().exp())));
+
+/// Float ops computed in the op math type ([`Num::Acc`]) and rounded once: `x` is the
+/// input converted, `one` the type's 1.
+macro_rules! unary_acc {
+    ($($op:ident => |$a:ident, $one:ident| $e:expr),* $(,)?) => {$(
+        impl<T: Float<Acc: Float>> Op2<T, T> for $op {
+            #[inline(always)]
+            fn apply(&self, out: &mut T, a: T) {
+                let ($a, $one) = (a.to_acc(), <T::Acc as Num>::ONE);
+                *out = T::from_acc($e);
+            }
+        }
+    )*};
+}
+unary_acc!(Sqrt => |a, _one| a.sqrt(), Rsqrt => |a, one| one.div(a.sqrt()), Exp => |a, _one| a.exp(),
+           Log => |a, _one| a.ln(), Sin => |a, _one| a.sin(), Cos => |a, _one| a.cos(),
+           Tanh => |a, _one| a.tanh(), Sigmoid => |a, one| one.div(one.add(a.neg().exp())));
 
 macro_rules! accuracy {
     ($($op:ident = $t:expr),* $(,)?) => {$( impl Accuracy for $op { const TOLERANCE: Tolerance = $t; } )*};
@@ -227,6 +296,13 @@ impl<Op: Op3<O, A, T>, O, A, T: Copy + Send + Sync> Op2<O, A> for Rhs<Op, T> {
     fn apply(&self, out: &mut O, a: A) {
         self.op.apply(out, a, self.s);
     }
+    #[inline(always)]
+    fn apply_lanes<const E: usize>(&self, out: &mut [O; E], a: &[A; E])
+    where
+        A: Copy,
+    {
+        self.op.apply_lanes(out, a, &[self.s; E]);
+    }
 }
 impl<Op: Accuracy, T> Accuracy for Rhs<Op, T> {
     const TOLERANCE: Tolerance = Op::TOLERANCE;
@@ -245,6 +321,13 @@ impl<Op: Op3<O, T, B>, O, B, T: Copy + Send + Sync> Op2<O, B> for Lhs<Op, T> {
     fn apply(&self, out: &mut O, b: B) {
         self.op.apply(out, self.s, b);
     }
+    #[inline(always)]
+    fn apply_lanes<const E: usize>(&self, out: &mut [O; E], b: &[B; E])
+    where
+        B: Copy,
+    {
+        self.op.apply_lanes(out, &[self.s; E], b);
+    }
 }
 impl<Op: Accuracy, T> Accuracy for Lhs<Op, T> {
     const TOLERANCE: Tolerance = Op::TOLERANCE;
@@ -260,6 +343,11 @@ impl<Op: Op3<T, T, T>, T: Copy> Op2<T, T> for Update<Op> {
     fn apply(&self, out: &mut T, a: T) {
         let cur = *out;
         self.0.apply(out, cur, a);
+    }
+    #[inline(always)]
+    fn apply_lanes<const E: usize>(&self, out: &mut [T; E], a: &[T; E]) {
+        let cur = *out;
+        self.0.apply_lanes(out, &cur, a);
     }
 }
 impl<Op: Accuracy> Accuracy for Update<Op> {
@@ -310,6 +398,59 @@ impl CastFrom<Bool> for Bool {
     #[inline(always)]
     fn cast_from(a: Bool) -> Self {
         Bool::from(a.get())
+    }
+}
+/// Casts to and from the 16-bit floats: from them through `f32` (exact), to them rounded
+/// once to nearest even (wider sources through `f32` rounded to odd, see `narrow`).
+macro_rules! narrow_casts {
+    ($($h:ident),*) => {$(
+        narrow_casts!(@from $h; f32, f64, i32, i64, u32, u8, f16, bf16);
+        impl CastFrom<$h> for Bool {
+            #[inline(always)] fn cast_from(a: $h) -> Self { Bool::from(a.to_acc() != 0.0) }
+        }
+        impl CastFrom<Bool> for $h {
+            #[inline(always)] fn cast_from(a: Bool) -> Self { $h::from_acc(a.get() as u8 as f32) }
+        }
+        narrow_casts!(@to $h; f32, f64, i32, i64, u32, u8);
+    )*};
+    (@from $h:ident; $($src:ty),*) => {$(
+        impl CastFrom<$src> for $h {
+            #[inline(always)] fn cast_from(a: $src) -> Self { $h::from_acc(widen(a).to_f32_odd()) }
+        }
+    )*};
+    (@to $h:ident; $($dst:ty),*) => {$(
+        impl CastFrom<$h> for $dst {
+            #[inline(always)] fn cast_from(a: $h) -> Self { a.to_acc() as $dst }
+        }
+    )*};
+}
+narrow_casts!(f16, bf16);
+
+/// A cast source as a type [`ToF32Odd`] rounds: 16-bit floats widen to `f32` (exactly).
+trait Widen {
+    type W: ToF32Odd;
+    fn widen(self) -> Self::W;
+}
+#[inline(always)]
+fn widen<A: Widen>(a: A) -> A::W {
+    a.widen()
+}
+macro_rules! widen_as_is {
+    ($($t:ty),*) => {$( impl Widen for $t { type W = $t; #[inline(always)] fn widen(self) -> $t { self } } )*};
+}
+widen_as_is!(f32, f64, i32, i64, u32, u8);
+impl Widen for f16 {
+    type W = f32;
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self.to_acc()
+    }
+}
+impl Widen for bf16 {
+    type W = f32;
+    #[inline(always)]
+    fn widen(self) -> f32 {
+        self.to_acc()
     }
 }
 impl<O: CastFrom<A>, A> Op2<O, A> for Cast {

@@ -192,37 +192,38 @@ impl<T: Num> Stencil<T> for BackwardDiff {
     }
 }
 
-/// Five-point Laplacian over x and y: `in[x±1] + in[y±1] - 4 in[x, y]`.
+/// Five-point Laplacian over x and y: `in[x±1] + in[y±1] - 4 in[x, y]`, computed in the op
+/// math type and rounded once.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Laplacian2;
 impl<T: Num> Stencil<T> for Laplacian2 {
     #[inline(always)]
     fn apply(&self, t: &Taps<T>) -> T {
-        let sum = t
-            .at(1, 0, 0)
-            .add(t.at(-1, 0, 0))
-            .add(t.at(0, 1, 0).add(t.at(0, -1, 0)));
-        let four = T::ONE.add(T::ONE).add(T::ONE.add(T::ONE));
-        sum.sub(four.mul(t.at(0, 0, 0)))
+        let at = |dx, dy| t.at(dx, dy, 0).to_acc();
+        let sum = at(1, 0).add(at(-1, 0)).add(at(0, 1).add(at(0, -1)));
+        let one = <T::Acc as Num>::ONE;
+        let four = one.add(one).add(one.add(one));
+        T::from_acc(sum.sub(four.mul(at(0, 0))))
     }
 }
 
-/// Seven-point Laplacian over x, y and z: `in[x±1] + in[y±1] + in[z±1] - 6 in[x, y, z]`.
+/// Seven-point Laplacian over x, y and z: `in[x±1] + in[y±1] + in[z±1] - 6 in[x, y, z]`,
+/// computed in the op math type and rounded once.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Laplacian3;
 impl<T: Num> Stencil<T> for Laplacian3 {
     #[inline(always)]
     fn apply(&self, t: &Taps<T>) -> T {
-        let sum = t
-            .at(1, 0, 0)
-            .add(t.at(-1, 0, 0))
-            .add(t.at(0, 1, 0).add(t.at(0, -1, 0)))
-            .add(t.at(0, 0, 1).add(t.at(0, 0, -1)));
-        let two = T::ONE.add(T::ONE);
+        let at = |dx, dy, dz| t.at(dx, dy, dz).to_acc();
+        let sum = at(1, 0, 0)
+            .add(at(-1, 0, 0))
+            .add(at(0, 1, 0).add(at(0, -1, 0)))
+            .add(at(0, 0, 1).add(at(0, 0, -1)));
+        let two = <T::Acc as Num>::ONE.add(<T::Acc as Num>::ONE);
         let six = two.add(two).add(two);
-        sum.sub(six.mul(t.at(0, 0, 0)))
+        T::from_acc(sum.sub(six.mul(at(0, 0, 0))))
     }
 }
 

@@ -145,7 +145,23 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             Variant::D2 => go::<Op, u32, 2, N>(gpu, names, &op, plan, ptrs, stream),
             Variant::D3 => go::<Op, u32, 3, N>(gpu, names, &op, plan, ptrs, stream),
             Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, &op, plan, ptrs, stream),
-            Variant::Dn64 => go::<Op, u64, MAX_DIMS, N>(gpu, names, &op, plan, ptrs, stream),
+            // No 64-bit strided kernels: 32-bit launches over pieces (each a subset of the
+            // plan's indices, so the caller's bounds and aliasing proofs cover it).
+            Variant::Dn64 => {
+                for (piece, off) in plan.split32() {
+                    let mut p = ptrs;
+                    for k in 0..N {
+                        p[k] = ptrs[k].wrapping_add_signed(off[k] * elem_sizes[k] as i64);
+                    }
+                    match piece.variant {
+                        Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, &piece, p, stream)?,
+                        Variant::D2 => go::<Op, u32, 2, N>(gpu, names, &op, &piece, p, stream)?,
+                        Variant::D3 => go::<Op, u32, 3, N>(gpu, names, &op, &piece, p, stream)?,
+                        _ => go::<Op, u32, MAX_DIMS, N>(gpu, names, &op, &piece, p, stream)?,
+                    }
+                }
+                Ok(())
+            }
         }
     }
 }

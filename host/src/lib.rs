@@ -32,7 +32,8 @@ pub use cudarc;
 pub use error::{Error, Result};
 pub use gpu::{driver_present, FamilyLoad, Gpu, ModuleImage, ModuleInfo};
 pub use gpu_kernels::{
-    elem::ElemType, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
+    bf16, elem::ElemType, f16, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant,
+    MAX_DIMS,
 };
 pub use layout::Layout;
 pub use strided_apply_image::{self as image, Target};

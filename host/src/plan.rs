@@ -143,30 +143,82 @@ pub fn plan<const N: usize>(layouts: [&Layout; N], names: [Operand; N]) -> Resul
         plan.variant = Variant::Contig;
         return Ok(plan);
     }
-    let limit = i32::MAX as u64;
-    let fits32 = numel <= limit
-        && (0..N).all(|k| {
-            (0..plan.ndim)
-                .try_fold(0u64, |acc, d| {
-                    acc.checked_add(
-                        plan.strides[k][d]
-                            .unsigned_abs()
-                            .checked_mul(plan.sizes[d] - 1)?,
-                    )
-                })
-                .is_some_and(|reach| reach <= limit)
-        });
-    plan.variant = match (fits32, plan.ndim) {
-        (true, 1) => Variant::D1,
-        (true, 2) => Variant::D2,
-        (true, 3) => Variant::D3,
-        (true, _) => Variant::Dn,
-        (false, _) => Variant::Dn64,
-    };
+    plan.variant = plan.variant32().unwrap_or(Variant::Dn64);
     Ok(plan)
 }
 
 impl<const N: usize> Plan<N> {
+    /// The 32-bit variant for this plan's dimensions, when the element count and every
+    /// operand's reachable offsets fit in 31 bits.
+    fn variant32(&self) -> Option<Variant> {
+        let limit = i32::MAX as u64;
+        let fits32 = self.numel <= limit
+            && (0..N).all(|k| {
+                (0..self.ndim)
+                    .try_fold(0u64, |acc, d| {
+                        acc.checked_add(
+                            self.strides[k][d]
+                                .unsigned_abs()
+                                .checked_mul(self.sizes[d] - 1)?,
+                        )
+                    })
+                    .is_some_and(|reach| reach <= limit)
+            });
+        fits32.then_some(match self.ndim {
+            1 => Variant::D1,
+            2 => Variant::D2,
+            3 => Variant::D3,
+            _ => Variant::Dn,
+        })
+    }
+
+    /// A [`Variant::Dn64`] plan as pieces that each fit 32-bit indices (as PyTorch's
+    /// `with_32bit_indexing`): `(piece, offsets)`, where operand `k` of the piece starts
+    /// `offsets[k]` elements after its start in this plan. The pieces visit every index of
+    /// this plan exactly once, with the same operand offsets. A plan that fits already is
+    /// one piece. Each step halves the dimension that reaches farthest.
+    pub fn split32(&self) -> Vec<(Plan<N>, [i64; N])> {
+        let mut pieces = Vec::new();
+        let mut todo = vec![(self.clone(), [0i64; N])];
+        while let Some((mut p, off)) = todo.pop() {
+            if p.variant != Variant::Dn64 || p.ndim == 0 {
+                pieces.push((p, off));
+                continue;
+            }
+            if let Some(v) = p.variant32() {
+                p.variant = v;
+                pieces.push((p, off));
+                continue;
+            }
+            let reach = |d: usize| {
+                let stride = (0..N).map(|k| p.strides[k][d].unsigned_abs()).max();
+                (p.sizes[d] - 1).saturating_mul(stride.unwrap_or(0).max(1))
+            };
+            // A plan that does not fit has an axis of size 2 or more (else numel = 1).
+            let Some(d) = (0..p.ndim)
+                .filter(|&d| p.sizes[d] > 1)
+                .max_by_key(|&d| reach(d))
+            else {
+                pieces.push((p, off));
+                continue;
+            };
+            let (size, half) = (p.sizes[d], p.sizes[d] / 2);
+            let mut lo = p.clone();
+            lo.sizes[d] = half;
+            lo.numel = p.numel / size * half;
+            let mut hi = p;
+            hi.sizes[d] = size - half;
+            hi.numel = hi.numel / size * (size - half);
+            let mut hi_off = off;
+            for k in 0..N {
+                hi_off[k] += half as i64 * hi.strides[k][d];
+            }
+            todo.push((hi, hi_off));
+            todo.push((lo, off));
+        }
+        pieces
+    }
+
     /// The kernel parameter for variants with index type `I` and `D` dimensions.
     pub fn geometry<I: Index, const D: usize>(&self) -> Geometry<I, D, N> {
         let mut g = Geometry::<I, D, N>::empty();
@@ -183,5 +235,69 @@ impl<const N: usize> Plan<N> {
     /// The `ndim` argument the kernel body receives (0 = contiguous).
     pub fn kernel_ndim(&self) -> usize {
         self.ndim
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every (output, input) offset pair of a plan, by a naive walk (innermost first).
+    fn walk(p: &Plan<2>, off: [i64; 2]) -> Vec<[i64; 2]> {
+        let mut out = Vec::new();
+        let mut idx = [0u64; MAX_DIMS];
+        for _ in 0..p.numel {
+            let mut o = off;
+            for d in 0..p.ndim {
+                for k in 0..2 {
+                    o[k] += idx[d] as i64 * p.strides[k][d];
+                }
+            }
+            out.push(o);
+            for d in 0..p.ndim.max(1) {
+                idx[d] += 1;
+                if idx[d] < p.sizes[d] {
+                    break;
+                }
+                idx[d] = 0;
+            }
+        }
+        out.sort();
+        out
+    }
+
+    #[test]
+    fn split32_pieces_fit_and_cover_the_plan_once() {
+        let m = i32::MAX as isize;
+        // Huge strides over few elements (views of memory never allocated): reach beyond
+        // 2^31 through a stride, through a negative stride, and across several axes.
+        let cases: [(&[usize], &[isize], &[isize]); 4] = [
+            (&[3, 5], &[5, 1], &[m + 7, 1]),
+            (&[4, 3], &[3, 1], &[-(m / 2), 1]),
+            (&[2, 3, 4], &[12, 4, 1], &[m, m / 3, 1]),
+            (&[7], &[1], &[m / 2]),
+        ];
+        for (shape, so, si) in cases {
+            let n: usize = shape.iter().product();
+            let lo = Layout::new(shape, so, 0).unwrap();
+            let li = Layout::new(shape, si, 8 * m as usize).unwrap();
+            let p = plan([&lo, &li], ["out", "a"]).unwrap();
+            assert_eq!(p.variant, Variant::Dn64, "{shape:?} {si:?}");
+            let pieces = p.split32();
+            assert!(pieces.len() > 1);
+            let mut all = Vec::new();
+            for (piece, off) in &pieces {
+                assert_ne!(piece.variant, Variant::Dn64, "{piece:?}");
+                assert_eq!(piece.variant32(), Some(piece.variant));
+                all.extend(walk(piece, *off));
+            }
+            all.sort();
+            assert_eq!(all.len(), n);
+            assert_eq!(all, walk(&p, [0, 0]), "{shape:?} {si:?}");
+        }
+        // A plan that fits is one piece, itself.
+        let l = Layout::new(&[3, 5], &[1, 3], 0).unwrap();
+        let p = plan([&l, &l], ["out", "a"]).unwrap();
+        assert_eq!(p.split32(), vec![(p.clone(), [0, 0])]);
     }
 }

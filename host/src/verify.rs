@@ -5,7 +5,7 @@ use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::tensor::DeviceTensor;
 use gpu_kernels::ops::{Accuracy, Tolerance};
-use gpu_kernels::{Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4};
+use gpu_kernels::{bf16, f16, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4};
 
 /// Distance between two values of an element type: ulps for floats (NaN equals NaN),
 /// 0 or `u64::MAX` for the others.
@@ -32,7 +32,7 @@ macro_rules! float_distance {
         }
     } )*};
 }
-float_distance!(f32 => u32, i32, f64 => u64, i64);
+float_distance!(f32 => u32, i32, f64 => u64, i64, f16 => u16, i16, bf16 => u16, i16);
 
 /// The first element where two buffers disagree beyond a tolerance.
 #[derive(Clone, Debug, PartialEq)]

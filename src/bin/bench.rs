@@ -2,13 +2,15 @@
 //! `-- --cold LABEL` for the cold start of a fresh process (driver and context, first
 //! module load, first launch; see `scripts/gpu-run cold`). One JSON line per case on stdout: GB/s with bytes = every input read once + the output written
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
-//! checked against the CPU twin once. Buffers that fit in L2 are rotated.
+//! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
+//! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
+//! what they move.
 
 use std::time::Instant;
 use strided_apply::verify::{first_mismatch, Distance};
 use strided_apply::{
-    api, cpu, gpu_kernels, ops, stencil, DeviceTensor, Elem, Gpu, Kernels2, Kernels3, Layout,
-    Result,
+    api, bf16, cpu, f16, gpu_kernels, ops, stencil, DeviceTensor, Elem, Gpu, Kernels2, Kernels3,
+    Layout, Result,
 };
 
 const REPS: usize = 25;
@@ -31,6 +33,45 @@ fn cpu_sum(a: &[f32], b: &[f32]) -> Vec<f32> {
 }
 fn rand_f32(x: u64) -> f32 {
     (x >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+}
+/// Uniform in [-1, 1], rounded once to bf16.
+fn rand_bf16(x: u64) -> bf16 {
+    bf16::from_f32(rand_f32(x))
+}
+/// Uniform in [-1, 1], rounded once to f16.
+fn rand_f16(x: u64) -> f16 {
+    f16::from_f32(rand_f32(x))
+}
+
+/// The case groups and the names of their cases. `--only NAME` runs exactly the group named
+/// NAME when NAME is a group's name, and otherwise every group with a case whose name contains
+/// NAME. Plain substring matching is ambiguous for the group names `scripts/gpu-run
+/// bench-cases` passes: `broadcast_row` is inside `mixed_broadcast_row`, and `cast` is inside
+/// `broadcast_row`, so one process would run (and report) another group's cases too.
+/// `benches/peers/torch_bench.py` keeps the same table and rule.
+const GROUPS: &[(&str, &[&str])] = &[
+    ("contiguous_add", &["contiguous_add"]),
+    ("broadcast_row", &["broadcast_row"]),
+    ("transposed", &["transposed"]),
+    ("slice_step2", &["slice_step2"]),
+    ("permute_copy", &["permute_copy"]),
+    ("cast", &["cast"]),
+    ("mixed", &["mixed_broadcast_row", "mixed_contiguous"]),
+    ("divmul", &["fused_divmul", "three_kernel_divmul"]),
+    ("stencil", &["stencil_laplacian2"]),
+    ("tiny", &["tiny_add_host_us"]),
+];
+
+/// Whether `--only` (`only`) selects `group` (see [`GROUPS`]).
+fn selected(only: Option<&str>, group: &str) -> bool {
+    let Some(only) = only else { return true };
+    if GROUPS.iter().any(|(g, _)| *g == only) {
+        return group == only;
+    }
+    GROUPS
+        .iter()
+        .filter(|(g, _)| *g == group)
+        .any(|(_, cases)| cases.iter().any(|c| c.contains(only)))
 }
 
 fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
@@ -64,8 +105,8 @@ struct Operand<T> {
     layout: Layout,
 }
 
-/// Times `out = op(a, b)` for the given layouts and checks one result against the CPU twin.
-#[allow(clippy::too_many_arguments)]
+/// Times `out = op(a, b)` for the given layouts and checks one result against the CPU twin;
+/// all three of one element type, whose name is the dtype label.
 fn bench3<Op, T>(
     gpu: &Gpu,
     case: &str,
@@ -79,8 +120,32 @@ where
     Op: Kernels3<T, T, T> + Copy,
     T: Elem + Distance,
 {
+    bench3_typed(gpu, case, T::NAME, op, out, a, b, poison)
+}
+
+/// [`bench3`] over distinct element types (out `O`, inputs `A` and `B`), reported under the
+/// dtype label `dtype`.
+#[allow(clippy::too_many_arguments)]
+fn bench3_typed<Op, O, A, B>(
+    gpu: &Gpu,
+    case: &str,
+    dtype: &str,
+    op: Op,
+    out: &Layout,
+    a: &Operand<A>,
+    b: &Operand<B>,
+    poison: O,
+) -> Result<()>
+where
+    Op: Kernels3<O, A, B> + Copy,
+    O: Elem + Distance,
+    A: Elem,
+    B: Elem,
+{
     let n = out.numel();
-    let bytes = (n + a.layout.numel().min(n) + b.layout.numel().min(n)) * size_of::<T>();
+    let bytes = n * size_of::<O>()
+        + a.layout.numel().min(n) * size_of::<A>()
+        + b.layout.numel().min(n) * size_of::<B>();
     let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
     let mut tensors = Vec::new();
     for _ in 0..sets {
@@ -106,19 +171,22 @@ where
         let (da, db, dc) = &mut tensors[i % sets];
         api::apply3(gpu, op, dc, da, db)
     })?;
-    report(case, T::NAME, n, bytes, ms, &check);
+    report(case, dtype, n, bytes, ms, &check);
     Ok(())
 }
 
-fn bench_copy<T: Elem + Distance>(
+/// Times `out = a` through `apply2(Cast)` (a strided copy when `O` is `A`, a conversion
+/// otherwise) and checks one result against the CPU twin. The dtype label is the type's name
+/// for a copy and `A->O` for a conversion (`f32->bf16`).
+fn bench_copy<O: Elem + Distance, A: Elem>(
     gpu: &Gpu,
     case: &str,
     out: &Layout,
-    a: &Operand<T>,
-    poison: T,
+    a: &Operand<A>,
+    poison: O,
 ) -> Result<()>
 where
-    ops::Cast: Kernels2<T, T>,
+    ops::Cast: Kernels2<O, A>,
 {
     let n = out.numel();
     let da =
@@ -130,7 +198,13 @@ where
     cpu::apply2(ops::Cast, (&mut want, out), (&a.host, &a.layout))?;
     let check = check_label(&got, &want);
     let ms = median_ms(gpu, |_| api::apply2(gpu, ops::Cast, &mut dc, &da))?;
-    report(case, T::NAME, n, 2 * n * size_of::<T>(), ms, &check);
+    let dtype = if O::NAME == A::NAME {
+        O::NAME.to_string()
+    } else {
+        format!("{}->{}", A::NAME, O::NAME)
+    };
+    let bytes = n * (size_of::<O>() + size_of::<A>());
+    report(case, &dtype, n, bytes, ms, &check);
     Ok(())
 }
 
@@ -183,9 +257,10 @@ fn cold_start(label: &str) -> Result<()> {
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().collect();
     let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME`: only the cases whose name contains NAME (the copy ceiling always runs).
+    // `--only NAME`: only the group NAME, or the groups with a case whose name contains NAME
+    // (see `GROUPS`); the copy ceiling always runs.
     let only = args.iter().skip_while(|a| *a != "--only").nth(1).cloned();
-    let want = |case: &str| only.as_deref().is_none_or(|o| case.contains(o));
+    let want = |group: &str| selected(only.as_deref(), group);
     if let Some(label) = args.iter().skip_while(|a| *a != "--cold").nth(1) {
         return cold_start(label);
     }
@@ -252,6 +327,27 @@ fn main() -> Result<()> {
             &b,
             0x5a,
         )?;
+        // bf16 and f16 over the same big × big elements (math in f32, rounded once).
+        let (a, b) = (dense(&[n], 30, rand_bf16)?, dense(&[n], 31, rand_bf16)?);
+        bench3(
+            &gpu,
+            "contiguous_add",
+            ops::Add,
+            &a.layout.clone(),
+            &a,
+            &b,
+            bf16::NAN,
+        )?;
+        let (a, b) = (dense(&[n], 32, rand_f16)?, dense(&[n], 33, rand_f16)?);
+        bench3(
+            &gpu,
+            "contiguous_add",
+            ops::Add,
+            &a.layout.clone(),
+            &a,
+            &b,
+            f16::NAN,
+        )?;
     }
     // Broadcast row, transposed operand and step-2 slice share the dense operand `a`.
     if want("broadcast_row") || want("transposed") || want("slice_step2") {
@@ -262,6 +358,17 @@ fn main() -> Result<()> {
             let a8 = dense(&[big, big], 10, |x| x as u8)?;
             let row8 = dense(&[1, big], 11, |x| x as u8)?;
             bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
+            let a16 = dense(&[big, big], 34, rand_bf16)?;
+            let row16 = dense(&[1, big], 35, rand_bf16)?;
+            bench3(
+                &gpu,
+                "broadcast_row",
+                ops::Add,
+                &sq,
+                &a16,
+                &row16,
+                bf16::NAN,
+            )?;
         }
         // Transposed operand: A + B^T.
         if want("transposed") {
@@ -270,6 +377,12 @@ fn main() -> Result<()> {
                 layout: sq.transpose(0, 1)?,
             };
             bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
+            let a16 = dense(&[big, big], 36, rand_bf16)?;
+            let bt16 = Operand {
+                host: random(big * big, 37, rand_bf16),
+                layout: sq.transpose(0, 1)?,
+            };
+            bench3(&gpu, "transposed", ops::Add, &sq, &a16, &bt16, bf16::NAN)?;
         }
         // Slice with step 2 as an operand: A[:, ::2] + B.
         if want("slice_step2") {
@@ -295,6 +408,30 @@ fn main() -> Result<()> {
         };
         let out = Layout::contiguous(perm.layout.shape())?;
         bench_copy(&gpu, "permute_copy", &out, &perm, f32::NAN)?;
+        let src16 = dense(&shape, 38, rand_bf16)?;
+        let perm16 = Operand {
+            layout: src16.layout.permute(&[3, 1, 0, 2])?,
+            host: src16.host,
+        };
+        bench_copy(&gpu, "permute_copy", &out, &perm16, bf16::NAN)?;
+    }
+    // Contiguous casts, big × big elements, both ways between f32 and bf16.
+    if want("cast") {
+        let n = big * big;
+        let x = dense(&[n], 39, rand_f32)?;
+        bench_copy(&gpu, "cast", &x.layout.clone(), &x, bf16::NAN)?;
+        let x = dense(&[n], 40, rand_bf16)?;
+        bench_copy(&gpu, "cast", &x.layout.clone(), &x, f32::NAN)?;
+    }
+    // Mixed types: out_f32[big, big] = a_bf16[big, big] * b_f32, with b a broadcast row
+    // [1, big] and then dense [big, big].
+    if want("mixed") {
+        let a = dense(&[big, big], 41, rand_bf16)?;
+        let row = dense(&[1, big], 42, rand_f32)?;
+        let full = dense(&[big, big], 43, rand_f32)?;
+        for (case, b) in [("mixed_broadcast_row", &row), ("mixed_contiguous", &full)] {
+            bench3_typed(&gpu, case, "bf16*f32->f32", ops::Mul, &sq, &a, b, f32::NAN)?;
+        }
     }
     // Fused expression c = (a / 3) * (b / 7): one kernel against three (t = a / 3,
     // u = b / 7, c = t * u, temporaries allocated once). Bytes are counted as 2 reads + 1

@@ -6,7 +6,7 @@
 pub mod random;
 pub mod stencil;
 
-use strided_apply::{Bool, Elem, Layout};
+use strided_apply::{bf16, f16, Bool, Elem, Layout};
 
 /// xorshift64*: reproducible random data without a dependency.
 pub struct Rng(pub u64);
@@ -37,6 +37,29 @@ macro_rules! float_elem {
     } )*};
 }
 float_elem!(f32, f64);
+macro_rules! narrow_elem {
+    ($($t:ident),*) => {$( impl TestElem for $t {
+        /// Mostly values in [-4, 4); one in 16 a special: NaN, ±inf, ±0, a subnormal, or a
+        /// value near the largest finite (products and sums overflow to inf).
+        fn random(rng: &mut Rng) -> Self {
+            let r = rng.next();
+            if r % 16 != 0 {
+                return $t::from_f32((rng.unit() * 8.0 - 4.0) as f32);
+            }
+            match (r >> 8) % 6 {
+                0 => $t::NAN,
+                1 => if r & 1 << 20 == 0 { $t::INFINITY } else { $t::NEG_INFINITY },
+                2 => $t::from_bits(((r >> 24) as u16 & 0x8000) | ((r >> 32) as u16 & 0x3)),
+                3 => $t::from_bits(((r >> 24) as u16 & 0x8000) | ((r >> 32) as u16 & 0x7f)),
+                4 => $t::from_f32(if r & 1 << 21 == 0 { 0.0 } else { -0.0 }),
+                _ => $t::from_bits($t::MAX.to_bits() - ((r >> 32) as u16 & 0xff)),
+            }
+        }
+        fn small(v: i8) -> Self { $t::from_f32(v as f32) }
+        fn poison() -> Self { $t::from_f32(-12345.0) }
+    } )*};
+}
+narrow_elem!(f16, bf16);
 macro_rules! int_elem {
     ($($t:ty),*) => {$( impl TestElem for $t {
         fn random(rng: &mut Rng) -> Self {
@@ -260,24 +283,36 @@ macro_rules! op_table {
     ($m:ident) => {{
         use strided_apply::ops::*;
         use strided_apply::Bool;
-        $crate::op_table!(@types $m, binary, [f32, f64, i32, i64, u32, u8], Add, Sub, Mul, Div, Min, Max);
-        $crate::op_table!(@types $m, binary, [f32, f64], Pow);
-        $crate::op_table!(@types $m, compare, [f32, f64, i32, i64, u32, u8], Eq, Ne, Lt, Le, Gt, Ge);
-        $crate::op_table!(@types $m, unary, [f32, f64, i32, i64], Neg, Abs);
-        $crate::op_table!(@types $m, unary, [f32, f64, i32, i64, u32, u8], Relu);
-        $crate::op_table!(@types $m, unary, [f32, f64], Sqrt, Rsqrt, Exp, Log, Sin, Cos, Tanh, Sigmoid);
-        $crate::op_table!(@types $m, scalar, [f32, f64, i32, i64, u32, u8], Add, Sub, Mul, Div, Min, Max);
-        $crate::op_table!(@types $m, scalar, [f32, f64], Pow);
-        $crate::op_table!(@types $m, lscalar, [f32, f64, i32, i64, u32, u8], Sub, Div);
-        $crate::op_table!(@types $m, cmp_scalar, [f32, f64, i32, i64, u32, u8], Eq, Ne, Lt, Le, Gt, Ge);
-        $crate::op_table!(@types $m, update, [f32, f64, i32, i64, u32, u8], Add, Sub, Mul, Div);
-        $crate::op_table!(@types $m, inplace_scalar, [f32, f64, i32, i64, u32, u8], Add, Sub, Mul, Div);
-        $crate::op_table!(@types $m, clamp, [f32, f64, i32, i64, u32, u8], Clamp);
-        $crate::op_table!(@types $m, fma, [f32, f64, i32, i64, u32, u8], Fma);
-        $crate::op_table!(@types $m, where_, [f32, f64, i32, i64, u32, u8, Bool], Where);
-        $crate::op_table!(@types $m, fill, [f32, f64, i32, i64, u32, u8, Bool], Fill);
-        $crate::op_table!(@cast $m, [f32, f64, i32, i64, u32, u8, Bool], [f32, f64, i32, i64, u32, u8, Bool]);
-        $crate::op_table!(@fused $m, [f32, f64]);
+        use strided_apply::{bf16, f16};
+        $crate::op_table!(@types $m, binary, [f32, f64, i32, i64, u32, u8, f16, bf16], Add, Sub, Mul, Div, Min, Max);
+        $crate::op_table!(@types $m, binary, [f32, f64, f16, bf16], Pow);
+        $crate::op_table!(@types $m, compare, [f32, f64, i32, i64, u32, u8, f16, bf16], Eq, Ne, Lt, Le, Gt, Ge);
+        $crate::op_table!(@types $m, unary, [f32, f64, i32, i64, f16, bf16], Neg, Abs);
+        $crate::op_table!(@types $m, unary, [f32, f64, i32, i64, u32, u8, f16, bf16], Relu);
+        $crate::op_table!(@types $m, unary, [f32, f64, f16, bf16], Sqrt, Rsqrt, Exp, Log, Sin, Cos, Tanh, Sigmoid);
+        $crate::op_table!(@types $m, scalar, [f32, f64, i32, i64, u32, u8, f16, bf16], Add, Sub, Mul, Div, Min, Max);
+        $crate::op_table!(@types $m, scalar, [f32, f64, f16, bf16], Pow);
+        $crate::op_table!(@types $m, lscalar, [f32, f64, i32, i64, u32, u8, f16, bf16], Sub, Div);
+        $crate::op_table!(@types $m, cmp_scalar, [f32, f64, i32, i64, u32, u8, f16, bf16], Eq, Ne, Lt, Le, Gt, Ge);
+        $crate::op_table!(@types $m, update, [f32, f64, i32, i64, u32, u8, f16, bf16], Add, Sub, Mul, Div);
+        $crate::op_table!(@types $m, inplace_scalar, [f32, f64, i32, i64, u32, u8, f16, bf16], Add, Sub, Mul, Div);
+        $crate::op_table!(@types $m, clamp, [f32, f64, i32, i64, u32, u8, f16, bf16], Clamp);
+        $crate::op_table!(@types $m, fma, [f32, f64, i32, i64, u32, u8, f16, bf16], Fma);
+        $crate::op_table!(@types $m, where_, [f32, f64, i32, i64, u32, u8, Bool, f16, bf16], Where);
+        $crate::op_table!(@types $m, fill, [f32, f64, i32, i64, u32, u8, Bool, f16, bf16], Fill);
+        $crate::op_table!(@cast $m, [f32, f64, i32, i64, u32, u8, Bool, f16, bf16], [f32, f64, i32, i64, u32, u8, Bool, f16, bf16]);
+        $crate::op_table!(@fused $m, [f32, f64, f16, bf16]);
+        $crate::op_table!(@mixed $m, [f16, bf16], [Add, Sub, Mul, Div]);
+    }};
+    // 16-bit input with an f32 one: f32 or 16-bit output.
+    (@mixed $m:ident, [$($h:ty),*], $ops:tt) => {{
+        $( $crate::op_table!(@mixed_h $m, $h, $ops); )*
+    }};
+    (@mixed_h $m:ident, $h:ty, [$($op:ident),*]) => {{
+        $(
+            $m!(3, concat!(stringify!($op), " f32 = ", stringify!($h), " f32"), $op, f32, $h, f32);
+            $m!(3, concat!(stringify!($op), " ", stringify!($h), " = ", stringify!($h), " f32"), $op, $h, $h, f32);
+        )*
     }};
     // The library's fused expressions (`gpu_kernels::fused`), one kernel per expression.
     (@fused $m:ident, [$($t:ty),*]) => {{

@@ -5,7 +5,7 @@ use strided_apply::gpu_kernels::stencil::{
     BackwardDiff, ForwardDiff, Laplacian2, Laplacian3, Shift, StencilKernels,
 };
 use strided_apply::verify::Distance;
-use strided_apply::{stencil, DeviceTensor, Elem, Error, Gpu, Layout};
+use strided_apply::{bf16, f16, stencil, DeviceTensor, Elem, Error, Gpu, Layout};
 
 /// Input layouts over a buffer, all viewing a tensor of shape `shape`.
 pub fn input_layouts(shape: &[usize]) -> Vec<(&'static str, Layout, usize)> {
@@ -106,7 +106,7 @@ fn gpu_case<S: StencilKernels<T>, T: Elem + Distance>(
     Ok(n)
 }
 
-/// The stencil table on the GPU (f32 and f64, shapes of rank 1 to 4 with borders on every
+/// The stencil table on the GPU (f32, f64, f16 and bf16, shapes of rank 1 to 4 with borders on every
 /// side), in-place refusal on device tensors, and the temporary that makes it correct.
 pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
     let mut n = 0;
@@ -179,7 +179,46 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 |v| v as f32,
             )?;
         }
+        // 16-bit floats: computed in f32, rounded once (bit-identical to the twin).
+        n += gpu_case(
+            gpu,
+            "ForwardDiff bf16",
+            ForwardDiff,
+            shape,
+            &[r - 1],
+            bf16::NAN,
+            |v| bf16::from_f32(v as f32 / 8.0),
+        )?;
+        if r >= 2 {
+            n += gpu_case(
+                gpu,
+                "Laplacian2 f16",
+                Laplacian2,
+                shape,
+                &[r - 1, r - 2],
+                f16::NAN,
+                |v| f16::from_f32(v as f32 / 16.0),
+            )?;
+            n += gpu_case(
+                gpu,
+                "Shift<0,1,0> bf16",
+                Shift::<0, 1, 0>,
+                shape,
+                &[0, r - 1],
+                bf16::NAN,
+                |v| bf16::from_f32(v as f32),
+            )?;
+        }
         if r >= 3 {
+            n += gpu_case(
+                gpu,
+                "Laplacian3 bf16",
+                Laplacian3,
+                shape,
+                &[r - 1, r - 2, r - 3],
+                bf16::NAN,
+                |v| bf16::from_f32(v as f32 / 4.0),
+            )?;
             n += gpu_case(
                 gpu,
                 "Laplacian3 f32",

@@ -313,10 +313,11 @@ fn target_code(
 
 /// Splits each PTX target's text (`(sm, ptx)`) by family and compiles every family for
 /// every cubin target `(sm, from PTX sm)` with `ptxas`, using `scratch` for the
-/// per-family files: the cubin targets, then the PTX targets, uncompressed.
+/// per-family files: the cubin targets, then the PTX targets in `ptx_stored`, uncompressed.
 pub fn build_code(
     ptx: &[(u32, String)],
     cubins: &[(u32, u32)],
+    ptx_stored: &[u32],
     ptxas: &Path,
     scratch: &Path,
 ) -> Result<Vec<TargetCode>, BuildError> {
@@ -370,6 +371,9 @@ pub fn build_code(
         code.push(target_code(Target::cubin(sm), "", frames, stats));
     }
     for (sm, (header, fams)) in split {
+        if !ptx_stored.contains(&sm) {
+            continue;
+        }
         let frames = fams
             .into_iter()
             .map(|(name, f)| (name, f.body.into_bytes()))

@@ -54,6 +54,12 @@ pub const DEFAULT_ARCHS: [u32; 3] = [70, 80, 90];
 /// target for a higher one (the sm_90 PTX gives the sm_100 and sm_120 cubins).
 pub const DEFAULT_CUBINS: [(u32, u32); 5] = [(70, 70), (80, 80), (90, 90), (100, 90), (120, 90)];
 
+/// PTX targets stored in the image by default: the newest only, for devices newer than
+/// every cubin (and `STRIDED_APPLY_FORCE_PTX` on sm_90 and later). Every older device has
+/// a cubin; storing the sm_70 and sm_80 PTX as well cost 2.6 MB once the 16-bit types
+/// made the three texts differ (their frames were shared while identical).
+pub const DEFAULT_PTX_STORED: [u32; 1] = [90];
+
 /// The image file inside a snapshot folder.
 pub const IMAGE_FILE: &str = "kernels.img";
 
@@ -311,6 +317,8 @@ pub struct PtxBuild {
     pub archs: Vec<u32>,
     /// Cubin targets as `(sm, PTX target compiled from)`.
     pub cubins: Vec<(u32, u32)>,
+    /// PTX targets whose text the image stores (a subset of `archs`).
+    pub ptx_stored: Vec<u32>,
     /// Where the nested nvptx builds keep their target folders.
     pub target_dir: PathBuf,
     /// Where the committed snapshot lives (default `<crate_dir>/image`).
@@ -339,6 +347,7 @@ impl PtxBuild {
             extra_sources: Vec::new(),
             archs: DEFAULT_ARCHS.to_vec(),
             cubins: DEFAULT_CUBINS.to_vec(),
+            ptx_stored: DEFAULT_PTX_STORED.to_vec(),
             target_dir,
         }
     }
@@ -388,9 +397,10 @@ impl PtxBuild {
         }
         h.update(
             format!(
-                "{PROFILE_FLAGS:?} {:?} libdevice cubins {:?} image {}",
+                "{PROFILE_FLAGS:?} {:?} libdevice cubins {:?} ptx {:?} image {}",
                 self.archs,
                 self.cubins,
+                self.ptx_stored,
                 strided_apply_image::MAGIC.escape_ascii()
             )
             .as_bytes(),
@@ -552,7 +562,13 @@ impl PtxBuild {
         scratch: &Path,
     ) -> Result<Vec<assemble::TargetCode>, BuildError> {
         let ptx = self.compile(tc)?;
-        assemble::build_code(&ptx, &self.cubins, &tc.ptxas, &scratch.join("families"))
+        assemble::build_code(
+            &ptx,
+            &self.cubins,
+            &self.ptx_stored,
+            &tc.ptxas,
+            &scratch.join("families"),
+        )
     }
 
     /// Compiles and writes the snapshot: `kernels.img`, `FINGERPRINT` and a readable
