@@ -134,36 +134,47 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             )
         }
     }
-    // SAFETY: forwarded contract.
-    unsafe {
-        match plan.variant {
-            // The planner never picks Vec or Tiled itself; they are chosen above.
-            Variant::Contig | Variant::Vec | Variant::Tiled => {
-                go::<Op, u64, 1, N>(gpu, names, &op, plan, ptrs, stream)
-            }
-            Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, plan, ptrs, stream),
-            Variant::D2 => go::<Op, u32, 2, N>(gpu, names, &op, plan, ptrs, stream),
-            Variant::D3 => go::<Op, u32, 3, N>(gpu, names, &op, plan, ptrs, stream),
-            Variant::Dn => go::<Op, u32, MAX_DIMS, N>(gpu, names, &op, plan, ptrs, stream),
-            // No 64-bit strided kernels: 32-bit launches over pieces (each a subset of the
-            // plan's indices, so the caller's bounds and aliasing proofs cover it).
-            Variant::Dn64 => {
-                for (piece, off) in plan.split32() {
-                    let mut p = ptrs;
-                    for k in 0..N {
-                        p[k] = ptrs[k].wrapping_add_signed(off[k] * elem_sizes[k] as i64);
-                    }
-                    match piece.variant {
-                        Variant::D1 => go::<Op, u32, 1, N>(gpu, names, &op, &piece, p, stream)?,
-                        Variant::D2 => go::<Op, u32, 2, N>(gpu, names, &op, &piece, p, stream)?,
-                        Variant::D3 => go::<Op, u32, 3, N>(gpu, names, &op, &piece, p, stream)?,
-                        _ => go::<Op, u32, MAX_DIMS, N>(gpu, names, &op, &piece, p, stream)?,
-                    }
+    /// Launches a plan with its own scalar variant (never `Dn64`).
+    unsafe fn scalar<Op: Copy, const N: usize>(
+        gpu: &Gpu,
+        names: &KernelNames,
+        op: &OpArg<Op>,
+        plan: &Plan<N>,
+        ptrs: [u64; N],
+        stream: CUstream,
+    ) -> Result<()> {
+        // SAFETY: forwarded contract.
+        unsafe {
+            match plan.variant {
+                // The planner never picks Vec or Tiled itself; they are chosen above.
+                Variant::Contig | Variant::Vec | Variant::Tiled => {
+                    go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream)
                 }
-                Ok(())
+                Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::Dn | Variant::Dn64 => {
+                    go::<Op, u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream)
+                }
             }
         }
     }
+    if plan.variant != Variant::Dn64 {
+        // SAFETY: forwarded contract.
+        return unsafe { scalar(gpu, names, &op, plan, ptrs, stream) };
+    }
+    // No 64-bit strided kernels: 32-bit launches over pieces (each a subset of the plan's
+    // indices, so the caller's bounds and aliasing proofs cover it; `split32` gives no
+    // `Dn64` piece).
+    for (piece, off) in plan.split32() {
+        let mut p = ptrs;
+        for k in 0..N {
+            p[k] = ptrs[k].wrapping_add_signed(off[k] * elem_sizes[k] as i64);
+        }
+        // SAFETY: as above, for the piece's part of every operand.
+        unsafe { scalar(gpu, names, &op, &piece, p, stream)? };
+    }
+    Ok(())
 }
 
 /// Kernel parameters in the order every variant declares them: the op, a scalar (the
