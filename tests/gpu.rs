@@ -375,6 +375,175 @@ fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
     ))
 }
 
+/// The tiled variant with 2-byte operands: transposes and permutations of f16 and bf16 with
+/// one and two staged inputs, broadcast inputs, an op that reads its output (`out += bᵀ`),
+/// tile edges (sizes not multiples of 64, odd sizes), and the layouts a paired form (two
+/// elements per 4-byte access, `benches/NOTES.md` step 15) must take element by element:
+/// a view starting at an odd element, an odd stride, a reversed unit-stride axis, a column
+/// broadcast. Every result equals the CPU twin bit for bit.
+fn two_byte_tiles(gpu: &Gpu) -> TestResult {
+    use strided_apply::ops::{Add, Cast, Mul, Tolerance, Update};
+    use strided_apply::{bf16, cpu, f16, Layout};
+    fn check<T: TestElem>(what: &str, got: &[T], want: &[T]) -> Result<(), String> {
+        match verify::first_mismatch(got, want, Tolerance::Exact) {
+            None => Ok(()),
+            Some(m) => Err(format!("{} {what}: {m}", T::NAME)),
+        }
+    }
+    /// `out = a + b` and `out = b * a`, `b` a view of a buffer of `len` elements and `a` the
+    /// view `a` of its own buffer (dense like `out` where `None`); then `out += b` (apply2,
+    /// reads its output) and `out = b` (a copy).
+    #[allow(clippy::too_many_arguments)]
+    fn one<T: TestElem>(
+        gpu: &Gpu,
+        rng: &mut Rng,
+        what: &str,
+        out: &Layout,
+        view: &Layout,
+        len: usize,
+        a: Option<(&Layout, usize)>,
+    ) -> Result<(), String>
+    where
+        Add: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
+        Mul: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
+        Update<Add>: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
+        Cast: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
+    {
+        let e = |e: Error| format!("{} {what}: {e}", T::NAME);
+        let n = out.numel();
+        let (a_host, a_view): (Vec<T>, Layout) = match a {
+            Some((l, len)) => (random_vec(rng, len), l.clone()),
+            None => (random_vec(rng, n), out.clone()),
+        };
+        let b_host: Vec<T> = random_vec(rng, len);
+        let a = DeviceTensor::from_slice(gpu, &a_host, &[a_host.len()])
+            .and_then(|t| t.with_layout(a_view.clone()))
+            .map_err(e)?;
+        let b = DeviceTensor::from_slice(gpu, &b_host, &[len])
+            .and_then(|t| t.with_layout(view.clone()))
+            .map_err(e)?;
+        let start: Vec<T> = random_vec(rng, n);
+        let mut o = DeviceTensor::from_slice(gpu, &start, &[n])
+            .and_then(|t| t.with_layout(out.clone()))
+            .map_err(e)?;
+        let mut want = start.clone();
+        api::apply3(gpu, Add, &mut o, &a, &b).map_err(e)?;
+        cpu::apply3(Add, (&mut want, out), (&a_host, &a_view), (&b_host, view)).map_err(e)?;
+        check(
+            &format!("{what}: a + b"),
+            &o.buffer_to_vec(gpu).map_err(e)?,
+            &want,
+        )?;
+        api::apply3(gpu, Mul, &mut o, &b, &a).map_err(e)?;
+        cpu::apply3(Mul, (&mut want, out), (&b_host, view), (&a_host, &a_view)).map_err(e)?;
+        check(
+            &format!("{what}: b * a"),
+            &o.buffer_to_vec(gpu).map_err(e)?,
+            &want,
+        )?;
+        api::apply2(gpu, Update(Add), &mut o, &b).map_err(e)?;
+        cpu::apply2(Update(Add), (&mut want, out), (&b_host, view)).map_err(e)?;
+        check(
+            &format!("{what}: out += b"),
+            &o.buffer_to_vec(gpu).map_err(e)?,
+            &want,
+        )?;
+        api::apply2(gpu, Cast, &mut o, &b).map_err(e)?;
+        cpu::apply2(Cast, (&mut want, out), (&b_host, view)).map_err(e)?;
+        check(
+            &format!("{what}: out = b"),
+            &o.buffer_to_vec(gpu).map_err(e)?,
+            &want,
+        )
+    }
+    fn all<T: TestElem>(gpu: &Gpu, rng: &mut Rng) -> Result<usize, String>
+    where
+        Add: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
+        Mul: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
+        Update<Add>: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
+        Cast: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
+    {
+        let e = |e: Error| e.to_string();
+        let dense = |shape: &[usize]| Layout::contiguous(shape).map_err(e);
+        let mut cases = 0;
+        let mut run =
+            |what: String, out: &Layout, b: &Layout, len: usize, a: Option<(&Layout, usize)>| {
+                cases += 1;
+                one::<T>(gpu, rng, &what, out, b, len, a)
+            };
+        // Transposes: out [r, c], b = B[c, r]ᵀ (odd sizes: a pair cut by the tile's edge).
+        let sizes = [
+            (64, 64),
+            (128, 96),
+            (130, 66),
+            (2, 200),
+            (66, 2),
+            (2, 2),
+            (100, 37),
+        ];
+        for (r, c) in sizes.into_iter().chain([(37, 100), (63, 64)]) {
+            let (out, n) = (dense(&[r, c])?, r * c);
+            let bt = dense(&[c, r])?.permute(&[1, 0]).map_err(e)?;
+            run(format!("[{r}, {c}] + bT"), &out, &bt, n, None)?;
+            run(format!("[{r}, {c}] aT + bT"), &out, &bt, n, Some((&bt, n)))?;
+            // Broadcasts: a column (stride 0 along the output's unit axis), a row.
+            let col = dense(&[r, 1])?;
+            run(
+                format!("[{r}, {c}] column + bT"),
+                &out,
+                &bt,
+                n,
+                Some((&col, r)),
+            )?;
+            let row = dense(&[1, c])?;
+            run(
+                format!("[{r}, {c}] row + bT"),
+                &out,
+                &bt,
+                n,
+                Some((&row, c)),
+            )?;
+            // Reversed along its slow axis (still words), along its unit axis (elements).
+            for d in 0..2 {
+                let rev = bt.flip(d).map_err(e)?;
+                run(format!("[{r}, {c}] + bT flip({d})"), &out, &rev, n, None)?;
+            }
+        }
+        // A view starting at an odd element (every pair misaligned), one with an odd row
+        // stride (elements), one aligned.
+        for (start, pitch) in [(1usize, 130usize), (2, 129), (2, 130)] {
+            let (r, c) = (96, 64);
+            let len = start + (r - 1) + (c - 1) * pitch + 1;
+            let bt = Layout::new(&[r, c], &[1, pitch as isize], start).map_err(e)?;
+            let what = format!("offset {start}, pitch {pitch}");
+            run(what, &dense(&[r, c])?, &bt, len, None)?;
+        }
+        // Permuted copies (and adds) of 4-D views, batch axes beyond the tile.
+        for (shape, perm) in [
+            ([8usize, 6, 10, 12], [3usize, 1, 0, 2]),
+            ([4, 66, 3, 70], [3, 1, 0, 2]),
+            ([2, 3, 64, 130], [0, 1, 3, 2]),
+            ([5, 7, 9, 11], [3, 1, 0, 2]),
+        ] {
+            let src = dense(&shape)?.permute(&perm).map_err(e)?;
+            let len = shape.iter().product();
+            run(
+                format!("{shape:?} permuted {perm:?}"),
+                &dense(src.shape())?,
+                &src,
+                len,
+                None,
+            )?;
+        }
+        Ok(cases)
+    }
+    let mut rng = Rng(0x9a17);
+    let cases = all::<f16>(gpu, &mut rng)? + all::<bf16>(gpu, &mut rng)?;
+    Ok(format!(
+        "{cases} layouts × 4 ops (a + b, b * a, out += b, out = b), f16 and bf16, GPU = CPU twin"
+    ))
+}
+
 // ------------------------------------------------------------------ knobs
 
 /// A count from the environment (`name`), else `default`: the sanitizer run
@@ -1400,8 +1569,9 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 18] = [
+    let tests: [GpuTest; 19] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
+        ("gpu_two_byte_tiles_match_cpu_twin", two_byte_tiles),
         (
             "gpu_16bit_floats_exhaustive_bit_identical",
             narrow_exhaustive,
