@@ -8,7 +8,12 @@ fn main() {
     let root =
         std::path::PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets it"));
     let out = std::path::PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets it"));
-    let build = strided_apply_builder::PtxBuild::new(root.join("gpu-kernels"));
+    // The kernel crate's directory, from its `links` metadata (a registry build unpacks it
+    // beside this crate, not inside it); the workspace path otherwise.
+    let kernels = std::env::var_os("DEP_STRIDED_APPLY_KERNELS_ROOT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| root.join("gpu-kernels"));
+    let build = strided_apply_builder::PtxBuild::new(kernels);
     let image = build.run().unwrap_or_else(|e| panic!("{e}"));
     image
         .write_module_rs(&out, "gpu-kernels", "crate")

@@ -254,6 +254,17 @@ macro_rules! fused {
                 $name { $($s,)* _elem: $crate::fused::__PhantomData }
             }
         }
+        #[cfg(not(target_arch = "nvptx64"))]
+        impl<$T: $crate::dispatch::FromScalar> $crate::dispatch::FromScalars for $name<$T> {
+            const SCALARS: &'static [&'static str] = &[$(stringify!($s)),*];
+            #[allow(unused_variables)]
+            fn from_scalars(s: &[$crate::dispatch::Scalar]) -> Option<Self> {
+                match *s {
+                    [$($s),*] => Some($name::new($(<$T as $crate::dispatch::FromScalar>::from_scalar($s)?),*)),
+                    _ => None,
+                }
+            }
+        }
         impl<$T> $crate::ops::Accuracy for $name<$T> {
             /// GPU and CPU evaluate the same expression; libdevice functions and the
             /// compiler's contraction choices may differ in the last bits.

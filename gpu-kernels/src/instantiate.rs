@@ -180,6 +180,7 @@ macro_rules! kernels {
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d3" u32, 3, 3, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "dn" u32, $crate::MAX_DIMS, dyn, $op; $n; $params);
+        $crate::kernels!(@register $trait [$($part)+] $op; [$($t),+]);
         impl $crate::$trait<$($t),+> for $op {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
@@ -271,6 +272,35 @@ macro_rules! kernels {
             }
         };
     };
+    // Host builds: the family's run-time dispatch entry (`dispatch::INSTANCES`).
+    (@register $trait:ident [$first:ident $($rest:ident)*] $op:ty; [$($t:ty),+]) => {
+        #[cfg(not(target_arch = "nvptx64"))]
+        const _: () = {
+            #[$crate::dispatch::__linkme::distributed_slice($crate::dispatch::INSTANCES)]
+            #[linkme(crate = $crate::dispatch::__linkme)]
+            static INSTANCE: $crate::dispatch::Instance = $crate::dispatch::Instance {
+                op: stringify!($first),
+                types: &[$(<$t as $crate::Elem>::TYPE),+],
+                names: <$op as $crate::$trait<$($t),+>>::NAMES,
+                builder: {
+                    // The borrow picks the builder of ops with `FromScalars` (autoref
+                    // specialisation), the fallback otherwise.
+                    #[allow(clippy::needless_borrow)]
+                    fn builder() -> ::core::option::Option<$crate::dispatch::Builder> {
+                        #[allow(unused_imports)]
+                        use $crate::dispatch::{ViaScalars as _, WithoutScalars as _};
+                        (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).builder()
+                    }
+                    builder
+                },
+                row: $crate::kernels!(@row $trait $op; $($t),+),
+            };
+        };
+    };
+    (@row Kernels1 $op:ty; $($t:ty),+) => { $crate::dispatch::row1::<$op, $($t),+> };
+    (@row Kernels2 $op:ty; $($t:ty),+) => { $crate::dispatch::row2::<$op, $($t),+> };
+    (@row Kernels3 $op:ty; $($t:ty),+) => { $crate::dispatch::row3::<$op, $($t),+> };
+    (@row Kernels4 $op:ty; $($t:ty),+) => { $crate::dispatch::row4::<$op, $($t),+> };
     (@ndim $g:ident dyn) => { $g.ndim as usize };
     (@ndim $g:ident $l:literal) => { $l };
 }

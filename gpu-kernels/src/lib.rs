@@ -14,6 +14,8 @@
 //!   (feature `builtin`, on by default) is the library's own list.
 //! - [`fused`]: [`fused!`] turns a whole elementwise expression into one op type.
 //! - [`stencil`]: neighbour reads at compile-time offsets with clamp-to-edge borders.
+//! - `dispatch` (host builds): the link-time list of every instantiated family, for
+//!   run-time dispatch by op id and element types.
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
@@ -26,6 +28,8 @@ extern crate std;
 pub mod apply;
 #[cfg(feature = "builtin")]
 pub mod builtin;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod dispatch;
 pub mod elem;
 pub mod fused;
 pub mod geometry;

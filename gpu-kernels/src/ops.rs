@@ -100,6 +100,12 @@ macro_rules! zst_op {
         #[repr(C)]
         #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
         pub struct $name;
+        #[cfg(not(target_arch = "nvptx64"))]
+        impl $crate::dispatch::FromScalars for $name {
+            fn from_scalars(s: &[$crate::dispatch::Scalar]) -> Option<Self> {
+                s.is_empty().then_some($name)
+            }
+        }
     )*};
 }
 

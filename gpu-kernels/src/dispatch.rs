@@ -1,0 +1,451 @@
+//! Run-time dispatch (host builds only): every `apply` line of [`kernels!`](crate::kernels)
+//! also registers an [`Instance`] in one link-time list, [`INSTANCES`], so that a framework
+//! that knows its op and element types only at run time can find the instantiated kernels
+//! (and the CPU twin's row function for the same op code) without a match of its own.
+//!
+//! An instance says:
+//! - its op id: the first name part of its `kernels!` line (`add` for `[add f32]`, `cast`
+//!   for `[cast f32 u8]`, `add_s` for the op with a scalar on the right, `where` for
+//!   `[where_ f32]`: a trailing `_` is dropped);
+//! - its element types, output first, one per operand;
+//! - its kernel names (the module and the family);
+//! - how to build the op value from run-time [`Scalar`]s ([`FromScalars`]: `add_s` takes
+//!   one, `clamp` two, `fill` one, fused ops their own), and
+//! - the CPU twin's inner loop for it ([`Row`]).
+//!
+//! The GPU build has no such list: this module and every registration are compiled for the
+//! host only, so the kernels' PTX does not change.
+
+use crate::apply::OpArg;
+use crate::elem::{bf16, f16, Bool, ElemType};
+use crate::instantiate::KernelNames;
+use crate::ops::{Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Update};
+use core::marker::PhantomData;
+
+#[doc(hidden)]
+pub use linkme as __linkme;
+
+/// Every instantiated `apply` kernel family of every kernel crate linked into the program
+/// (the built-in list, and those of custom-op crates), in link order.
+#[linkme::distributed_slice]
+pub static INSTANCES: [Instance];
+
+/// A scalar argument of an op built at run time (`add_s`'s right operand, `clamp`'s bounds,
+/// `fill`'s value, a fused op's constants).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Scalar {
+    F64(f64),
+    I64(i64),
+    U64(u64),
+    Bool(bool),
+}
+
+macro_rules! scalar_from {
+    ($($t:ty => $v:ident),*) => {$(
+        impl From<$t> for Scalar {
+            fn from(x: $t) -> Scalar {
+                Scalar::$v(x.into())
+            }
+        }
+    )*};
+}
+scalar_from!(f64 => F64, f32 => F64, i64 => I64, i32 => I64, u64 => U64, u32 => U64, u8 => U64, bool => Bool);
+
+/// An element type a [`Scalar`] converts to: floats round to nearest even (as `as` does),
+/// integers must be exact and in range, [`Bool`] takes `true`/`false` or 0/1.
+pub trait FromScalar: Sized {
+    fn from_scalar(s: Scalar) -> Option<Self>;
+}
+
+macro_rules! float_from_scalar {
+    ($($t:ty: $f64:expr),*) => {$(
+        impl FromScalar for $t {
+            fn from_scalar(s: Scalar) -> Option<Self> {
+                let to: fn(f64) -> $t = $f64;
+                Some(match s {
+                    Scalar::F64(x) => to(x),
+                    Scalar::I64(x) => to(x as f64),
+                    Scalar::U64(x) => to(x as f64),
+                    Scalar::Bool(b) => to(b as u8 as f64),
+                })
+            }
+        }
+    )*};
+}
+float_from_scalar!(f64: |x| x, f32: |x| x as f32, f16: f16::from_f64, bf16: bf16::from_f64);
+
+macro_rules! int_from_scalar {
+    ($($t:ty),*) => {$(
+        impl FromScalar for $t {
+            fn from_scalar(s: Scalar) -> Option<Self> {
+                match s {
+                    Scalar::I64(x) => <$t>::try_from(x).ok(),
+                    Scalar::U64(x) => <$t>::try_from(x).ok(),
+                    Scalar::Bool(b) => Some(b as $t),
+                    // Integral and in range (the cast saturates, the round trip checks it).
+                    Scalar::F64(x) => {
+                        let y = x as $t;
+                        (y as f64 == x).then_some(y)
+                    }
+                }
+            }
+        }
+    )*};
+}
+int_from_scalar!(i32, i64, u32, u8);
+
+impl FromScalar for Bool {
+    fn from_scalar(s: Scalar) -> Option<Self> {
+        match s {
+            Scalar::Bool(b) => Some(b.into()),
+            Scalar::I64(x @ 0..=1) => Some(Bool(x as u8)),
+            Scalar::U64(x @ 0..=1) => Some(Bool(x as u8)),
+            _ => None,
+        }
+    }
+}
+
+/// An op that can be built from run-time scalars. The library's ops and every op made by
+/// [`fused!`](crate::fused) implement it; a hand-written op implements it to be reachable
+/// through run-time dispatch (an op without it is still listed, but cannot be built).
+pub trait FromScalars: Sized {
+    /// The names of the op's scalars, in order (empty for ops without any).
+    const SCALARS: &'static [&'static str] = &[];
+    /// The op, or `None` when `s` has the wrong length or a value does not convert.
+    fn from_scalars(s: &[Scalar]) -> Option<Self>;
+}
+
+impl<T: FromScalar> FromScalars for Clamp<T> {
+    const SCALARS: &'static [&'static str] = &["lo", "hi"];
+    fn from_scalars(s: &[Scalar]) -> Option<Self> {
+        match *s {
+            [lo, hi] => Some(Clamp {
+                lo: T::from_scalar(lo)?,
+                hi: T::from_scalar(hi)?,
+            }),
+            _ => None,
+        }
+    }
+}
+impl<T: FromScalar> FromScalars for Fill<T> {
+    const SCALARS: &'static [&'static str] = &["value"];
+    fn from_scalars(s: &[Scalar]) -> Option<Self> {
+        match *s {
+            [v] => Some(Fill(T::from_scalar(v)?)),
+            _ => None,
+        }
+    }
+}
+macro_rules! with_scalar {
+    ($($op:ident),*) => {$(
+        impl<Op: FromScalars, T: FromScalar> FromScalars for $op<Op, T> {
+            const SCALARS: &'static [&'static str] = &["scalar"];
+            fn from_scalars(s: &[Scalar]) -> Option<Self> {
+                match *s {
+                    [v] => Some($op { op: Op::from_scalars(&[])?, s: T::from_scalar(v)? }),
+                    _ => None,
+                }
+            }
+        }
+    )*};
+}
+with_scalar!(Rhs, Lhs);
+macro_rules! wrapper {
+    ($($op:ident),*) => {$(
+        impl<Op: FromScalars> FromScalars for $op<Op> {
+            const SCALARS: &'static [&'static str] = Op::SCALARS;
+            fn from_scalars(s: &[Scalar]) -> Option<Self> {
+                Op::from_scalars(s).map($op)
+            }
+        }
+    )*};
+}
+wrapper!(Update, InPlace);
+
+/// An op value built at run time: the op's bytes, then zeros. It is what the kernels take
+/// as their first parameter (an [`OpArg`]) for every op that fits (a const assertion in
+/// [`build`] checks it), and what the CPU twin's [`Row`] reads the op back from.
+#[repr(C, align(16))]
+#[derive(Clone, Copy, Debug)]
+pub struct OpValue {
+    bytes: [u8; OpValue::SIZE],
+}
+
+impl OpValue {
+    /// Room for the op and the kernel parameter's padding: 8 scalars of 8 bytes.
+    pub const SIZE: usize = 80;
+
+    /// The kernel parameter bytes (an `OpArg<Op>` for the op this value was built for).
+    pub fn as_ptr(&self) -> *const u8 {
+        self.bytes.as_ptr()
+    }
+
+    /// # Safety
+    /// `self` was written by [`build::<Op>`].
+    unsafe fn get<Op: Copy>(&self) -> Op {
+        // SAFETY: `build::<Op>` wrote an `Op` at offset 0, and the alignment is 16 (at
+        // least `Op`'s, asserted there).
+        unsafe { *(self.bytes.as_ptr() as *const Op) }
+    }
+}
+
+/// Builds `Op` from `s` into a zeroed [`OpValue`] (its padding then zero, as the typed
+/// launch's `OpArg` has it), or `None` as [`FromScalars::from_scalars`].
+pub fn build<Op: FromScalars + Copy>(s: &[Scalar]) -> Option<OpValue> {
+    const {
+        assert!(size_of::<OpArg<Op>>() <= OpValue::SIZE && align_of::<Op>() <= 16);
+    }
+    let op = Op::from_scalars(s)?;
+    let mut v = OpValue {
+        bytes: [0; OpValue::SIZE],
+    };
+    // SAFETY: the storage is large and aligned enough for `Op` (asserted above).
+    unsafe { core::ptr::write(v.bytes.as_mut_ptr() as *mut Op, op) };
+    Some(v)
+}
+
+/// How an instance builds its op: [`build`] with the op's scalar names, or nothing for an
+/// op without [`FromScalars`].
+#[derive(Clone, Copy)]
+pub struct Builder {
+    pub scalars: &'static [&'static str],
+    pub build: fn(&[Scalar]) -> Option<OpValue>,
+}
+
+#[doc(hidden)]
+pub struct Probe<Op>(pub PhantomData<Op>);
+#[doc(hidden)]
+pub trait ViaScalars {
+    fn builder(&self) -> Option<Builder>;
+}
+impl<Op: FromScalars + Copy> ViaScalars for Probe<Op> {
+    fn builder(&self) -> Option<Builder> {
+        Some(Builder {
+            scalars: Op::SCALARS,
+            build: build::<Op>,
+        })
+    }
+}
+#[doc(hidden)]
+pub trait WithoutScalars {
+    fn builder(&self) -> Option<Builder> {
+        None
+    }
+}
+impl<Op> WithoutScalars for &Probe<Op> {}
+
+/// The CPU twin's inner loop of one instance, type-erased: `len` elements, operand `k`'s
+/// at `ptrs[k] + i * steps[k]` elements (`ptrs` beyond the arity are unused).
+///
+/// # Safety
+/// `op` was built by this instance's [`Builder`]; for `i < len`, every output address is a
+/// distinct, writable, aligned element of the instance's output type that no input
+/// reaches, and every input address a readable, aligned element of its type.
+pub type Row = unsafe fn(op: &OpValue, len: usize, ptrs: [*mut u8; 4], steps: [isize; 4]);
+
+/// One instantiated `apply` family (see the module documentation).
+pub struct Instance {
+    /// The op id: the line's first name part, a trailing `_` dropped (`where_` is `where`).
+    pub op: &'static str,
+    /// Element types, output first, one per operand.
+    pub types: &'static [ElemType],
+    pub names: KernelNames,
+    /// Gives the op's [`Builder`] (a function: the probe for [`FromScalars`] is a method call).
+    pub builder: fn() -> Option<Builder>,
+    pub row: Row,
+}
+
+impl Instance {
+    /// The op id (see [`Instance::op`]).
+    pub fn op(&self) -> &'static str {
+        self.op.strip_suffix('_').unwrap_or(self.op)
+    }
+    /// The family name, e.g. `add_f32`.
+    pub fn family(&self) -> &'static str {
+        self.names.dn.strip_suffix("_dn").unwrap_or(self.names.dn)
+    }
+    /// Number of inputs (the operands after the output).
+    pub fn inputs(&self) -> usize {
+        self.types.len() - 1
+    }
+}
+
+impl core::fmt::Debug for Instance {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Instance")
+            .field("op", &self.op())
+            .field("types", &self.types)
+            .field("module", &self.names.module)
+            .field("family", &self.family())
+            .finish()
+    }
+}
+
+macro_rules! rows {
+    ($($run:ident $row:ident $trait:ident $n:literal [$o:ident $(, $x:ident: $t:ident @ $k:literal)*];)*) => {$(
+        /// The CPU twin's loop over one run of elements (see [`Row`] for the contract,
+        /// with typed pointers). Unit steps take slices, so the loop vectorises.
+        ///
+        /// # Safety
+        /// As [`Row`].
+        #[inline(always)]
+        pub unsafe fn $run<Op: $trait<$o $(, $t)*>, $o $(, $t: Copy)*>(
+            op: Op,
+            len: usize,
+            ptrs: [*mut u8; $n],
+            steps: [isize; $n],
+        ) {
+            // SAFETY: the caller's contract; locals, not captures, so that stores through
+            // the output cannot alias the op or the steps.
+            unsafe {
+                if steps.iter().all(|&s| s == 1) {
+                    let o = core::slice::from_raw_parts_mut(ptrs[0] as *mut $o, len);
+                    $( let $x = core::slice::from_raw_parts(ptrs[$k] as *const $t, len); )*
+                    for (_i, o) in o.iter_mut().enumerate() {
+                        op.apply(o $(, $x[_i])*);
+                    }
+                } else {
+                    // The step past the run's last element may leave the buffer, hence
+                    // `wrapping_offset` (never dereferenced).
+                    let mut o = ptrs[0] as *mut $o;
+                    $( let mut $x = ptrs[$k] as *const $t; )*
+                    for _ in 0..len {
+                        op.apply(&mut *o $(, *$x)*);
+                        o = o.wrapping_offset(steps[0]);
+                        $( $x = $x.wrapping_offset(steps[$k]); )*
+                    }
+                }
+            }
+        }
+
+        /// [`Row`] of an instance with this op and these element types.
+        ///
+        /// # Safety
+        /// As [`Row`].
+        pub unsafe fn $row<Op: $trait<$o $(, $t)*>, $o $(, $t: Copy)*>(
+            op: &OpValue,
+            len: usize,
+            ptrs: [*mut u8; 4],
+            steps: [isize; 4],
+        ) {
+            // SAFETY: the caller's contract.
+            unsafe {
+                $run(op.get::<Op>(), len, [ptrs[0] $(, ptrs[$k])*], [steps[0] $(, steps[$k])*])
+            }
+        }
+    )*};
+}
+
+rows! {
+    run1 row1 Op1 1 [T];
+    run2 row2 Op2 2 [O, a: A @ 1];
+    run3 row3 Op3 3 [O, a: A @ 1, b: B @ 2];
+    run4 row4 Op4 4 [O, a: A @ 1, b: B @ 2, c: C @ 3];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ops::{Add, Where};
+
+    #[test]
+    fn scalars_convert_exactly_or_refuse() {
+        assert_eq!(i32::from_scalar(Scalar::I64(-5)), Some(-5));
+        assert_eq!(u8::from_scalar(Scalar::I64(256)), None);
+        assert_eq!(u8::from_scalar(Scalar::I64(-1)), None);
+        assert_eq!(i64::from_scalar(Scalar::F64(3.0)), Some(3));
+        assert_eq!(i64::from_scalar(Scalar::F64(3.5)), None);
+        assert_eq!(i32::from_scalar(Scalar::F64(1e10)), None);
+        assert_eq!(f32::from_scalar(Scalar::F64(0.1)), Some(0.1f32));
+        assert_eq!(bf16::from_scalar(Scalar::I64(3)), Some(bf16::from_f32(3.0)));
+        assert_eq!(Bool::from_scalar(Scalar::I64(1)), Some(Bool::TRUE));
+        assert_eq!(Bool::from_scalar(Scalar::I64(2)), None);
+        assert_eq!(Bool::from_scalar(Scalar::F64(1.0)), None);
+    }
+
+    #[test]
+    #[allow(clippy::needless_borrow)] // the probe needs the borrow (autoref specialisation)
+    fn ops_build_from_their_scalars_only() {
+        let v = build::<Clamp<f32>>(&[Scalar::F64(-1.0), Scalar::I64(2)]).expect("two bounds");
+        // SAFETY: built for Clamp<f32>.
+        let c: Clamp<f32> = unsafe { v.get() };
+        assert_eq!((c.lo, c.hi), (-1.0, 2.0));
+        assert!(build::<Clamp<f32>>(&[Scalar::F64(1.0)]).is_none());
+        assert!(build::<Add>(&[Scalar::F64(1.0)]).is_none());
+        assert!(build::<Rhs<Add, u8>>(&[Scalar::I64(300)]).is_none());
+        assert_eq!(Rhs::<Add, u8>::SCALARS, ["scalar"]);
+        // A probe finds the builder of ops with scalars and none for others.
+        assert!((&Probe::<Add>(PhantomData)).builder().is_some());
+        #[derive(Clone, Copy)]
+        struct Plain;
+        assert!((&Probe::<Plain>(PhantomData)).builder().is_none());
+    }
+
+    #[test]
+    fn rows_walk_unit_and_strided_steps() {
+        let a = [1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+        let b = [10.0f32, 20.0, 30.0];
+        let mut o = [0.0f32; 3];
+        let v = build::<Add>(&[]).expect("add");
+        let ptrs = [
+            o.as_mut_ptr() as *mut u8,
+            a.as_ptr() as *mut u8,
+            b.as_ptr() as *mut u8,
+            core::ptr::null_mut(),
+        ];
+        // SAFETY: 3 elements of every operand, a with step 2.
+        unsafe { row3::<Add, f32, f32, f32>(&v, 3, ptrs, [1, 2, 1, 0]) };
+        assert_eq!(o, [11.0, 23.0, 35.0]);
+        let cond = [Bool::TRUE, Bool::FALSE, Bool::TRUE];
+        let v = build::<Where>(&[]).expect("where");
+        let ptrs = [
+            o.as_mut_ptr() as *mut u8,
+            cond.as_ptr() as *mut u8,
+            a.as_ptr() as *mut u8,
+            b.as_ptr() as *mut u8,
+        ];
+        // SAFETY: 3 elements of every operand, unit steps.
+        unsafe { row4::<Where, f32, Bool, f32, f32>(&v, 3, ptrs, [1; 4]) };
+        assert_eq!(o, [1.0, 20.0, 3.0]);
+    }
+}
+
+#[cfg(all(test, feature = "builtin"))]
+mod builtin_tests {
+    use super::*;
+
+    fn find(op: &str, types: &[ElemType]) -> Option<&'static Instance> {
+        INSTANCES.iter().find(|i| i.op() == op && i.types == types)
+    }
+
+    #[test]
+    fn every_builtin_family_is_listed_once_with_its_names() {
+        use ElemType::*;
+        let add = find("add", &[F32, F32, F32]).expect("add f32");
+        assert_eq!(
+            (add.family(), add.names.module, add.names.vec),
+            ("add_f32", "gpu-kernels", "add_f32_v")
+        );
+        let cast = find("cast", &[U8, BF16]).expect("cast u8 from bf16");
+        assert_eq!(cast.family(), "cast_u8_bf16");
+        let w = find("where", &[F16, Bool, F16, F16]).expect("where f16");
+        assert_eq!(w.family(), "where__f16");
+        let mixed = find("mul", &[BF16, BF16, F32]).expect("mixed mul");
+        assert_eq!(mixed.inputs(), 2);
+        let b = (find("clamp", &[I32, I32]).expect("clamp").builder)().expect("clamp builds");
+        assert_eq!(b.scalars, ["lo", "hi"]);
+        let b = (find("axpby", &[F64, F64, F64]).expect("axpby").builder)().expect("axpby");
+        assert_eq!(b.scalars, ["a", "b"]);
+        // Family names are unique within the module, and every apply family is listed: the
+        // image holds 531 families, 40 of them stencils (10 stencils × 4 float types).
+        let mut fams: std::vec::Vec<_> = INSTANCES
+            .iter()
+            .map(|i| (i.names.module, i.family()))
+            .collect();
+        fams.sort();
+        let n = fams.len();
+        fams.dedup();
+        assert_eq!(fams.len(), n, "a family is listed twice");
+        assert_eq!(n, 531 - 40);
+    }
+}
