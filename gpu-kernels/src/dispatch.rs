@@ -19,7 +19,7 @@
 use crate::apply::OpArg;
 use crate::elem::{bf16, f16, Bool, ElemType};
 use crate::instantiate::KernelNames;
-use crate::ops::{Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Update};
+use crate::ops::{Accuracy, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update};
 use core::marker::PhantomData;
 
 #[doc(hidden)]
@@ -106,7 +106,7 @@ impl FromScalar for Bool {
 }
 
 /// An op that can be built from run-time scalars. The library's ops and every op made by
-/// [`fused!`](crate::fused) implement it; a hand-written op implements it to be reachable
+/// [`fused!`](macro@crate::fused) implement it; a hand-written op implements it to be reachable
 /// through run-time dispatch (an op without it is still listed, but cannot be built).
 pub trait FromScalars: Sized {
     /// The names of the op's scalars, in order (empty for ops without any).
@@ -233,6 +233,22 @@ pub trait WithoutScalars {
     }
 }
 impl<Op> WithoutScalars for &Probe<Op> {}
+#[doc(hidden)]
+pub trait ViaAccuracy {
+    fn tolerance(&self) -> Option<Tolerance>;
+}
+impl<Op: Accuracy> ViaAccuracy for Probe<Op> {
+    fn tolerance(&self) -> Option<Tolerance> {
+        Some(Op::TOLERANCE)
+    }
+}
+#[doc(hidden)]
+pub trait WithoutAccuracy {
+    fn tolerance(&self) -> Option<Tolerance> {
+        None
+    }
+}
+impl<Op> WithoutAccuracy for &Probe<Op> {}
 
 /// The CPU twin's inner loop of one instance, type-erased: `len` elements, operand `k`'s
 /// at `ptrs[k] + i * steps[k]` elements (`ptrs` beyond the arity are unused).
@@ -252,6 +268,8 @@ pub struct Instance {
     pub names: KernelNames,
     /// Gives the op's [`Builder`] (a function: the probe for [`FromScalars`] is a method call).
     pub builder: fn() -> Option<Builder>,
+    /// How closely GPU and CPU results agree ([`Accuracy`]); `None` for an op without it.
+    pub tolerance: fn() -> Option<Tolerance>,
     pub row: Row,
 }
 
@@ -379,6 +397,11 @@ mod tests {
         #[derive(Clone, Copy)]
         struct Plain;
         assert!((&Probe::<Plain>(PhantomData)).builder().is_none());
+        assert_eq!(
+            (&Probe::<Add>(PhantomData)).tolerance(),
+            Some(Tolerance::Exact)
+        );
+        assert_eq!((&Probe::<Plain>(PhantomData)).tolerance(), None);
     }
 
     #[test]
@@ -436,6 +459,9 @@ mod builtin_tests {
         assert_eq!(b.scalars, ["lo", "hi"]);
         let b = (find("axpby", &[F64, F64, F64]).expect("axpby").builder)().expect("axpby");
         assert_eq!(b.scalars, ["a", "b"]);
+        let sin = find("sin", &[F32, F32]).expect("sin");
+        assert_eq!((sin.tolerance)(), Some(crate::ops::Tolerance::Ulp(2)));
+        assert_eq!((add.tolerance)(), Some(crate::ops::Tolerance::Exact));
         // Family names are unique within the module, and every apply family is listed: the
         // image holds 531 families, 40 of them stencils (10 stencils × 4 float types).
         let mut fams: std::vec::Vec<_> = INSTANCES

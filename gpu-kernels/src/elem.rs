@@ -43,7 +43,7 @@ pub enum ElemType {
     U32,
     U8,
     Bool,
-    /// IEEE 754 binary16 ([`f16`]).
+    /// IEEE 754 binary16 ([`f16`](struct@f16)).
     F16,
     /// bfloat16 ([`bf16`]): the high half of an `f32`.
     BF16,

@@ -4,7 +4,7 @@
 //! `c = (a / s) * (b / t)` is one kernel that reads `a` and `b` once and writes `c` once,
 //! with no temporaries.
 //!
-//! [`fused!`](crate::fused) declares such ops:
+//! [`fused!`](macro@crate::fused) declares such ops:
 //!
 //! ```
 //! gpu_kernels::fused! {
@@ -30,7 +30,7 @@
 //! - `|mut o; x, …|` — the output is read as well (`o = expr(o, …)`, in place without a
 //!   temporary); zero to three inputs: [`Op1`] … [`Op4`] with `READS_OUT`.
 //! - The expression is evaluated in the element type's op math type
-//!   ([`Num::Acc`](crate::math::Num::Acc): `f32` for `f16` and `bf16`) and rounded once.
+//!   ([`Num::Acc`]: `f32` for `f16` and `bf16`) and rounded once.
 //! - In the expression: `+ - * /` and unary `-` on operands, scalars and literals
 //!   (`2.0 * x`, `x / 3`; a literal is converted to `T` as Rust's `as` does), and the
 //!   functions of [`fns`]: `sqrt`, `exp`, `ln`, `sin`, `cos`, `tanh`, `pow`, `sigmoid`,
@@ -129,7 +129,7 @@ impl<T: Signed> Neg for V<T> {
     }
 }
 
-/// Functions usable inside [`fused!`](crate::fused) expressions (in scope there).
+/// Functions usable inside [`fused!`](macro@crate::fused) expressions (in scope there).
 pub mod fns {
     use super::V;
     use crate::math::{Float, Num, Signed};
@@ -221,7 +221,7 @@ pub mod fns {
 #[doc(hidden)]
 pub use core::marker::PhantomData as __PhantomData;
 
-/// Declares fused elementwise ops; see the [module documentation](crate::fused).
+/// Declares fused elementwise ops; see the [module documentation](mod@crate::fused).
 #[macro_export]
 macro_rules! fused {
     () => {};

@@ -293,6 +293,15 @@ macro_rules! kernels {
                     }
                     builder
                 },
+                tolerance: {
+                    #[allow(clippy::needless_borrow)]
+                    fn tolerance() -> ::core::option::Option<$crate::ops::Tolerance> {
+                        #[allow(unused_imports)]
+                        use $crate::dispatch::{ViaAccuracy as _, WithoutAccuracy as _};
+                        (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).tolerance()
+                    }
+                    tolerance
+                },
                 row: $crate::kernels!(@row $trait $op; $($t),+),
             };
         };

@@ -3,7 +3,7 @@
 //! where the CPU twin calls the very same op code and offset arithmetic.
 //!
 //! - [`elem`]: element types (`f32`, `f64`, `i32`, `i64`, `u32`, `u8`, [`elem::Bool`], and
-//!   the 16-bit floats [`f16`] and [`bf16`] of the `half` crate, computed in `f32`: [`narrow`]).
+//!   the 16-bit floats [`f16`](struct@f16) and [`bf16`] of the `half` crate, computed in `f32`: [`narrow`]).
 //! - [`geometry`]: [`geometry::Geometry`], the `#[repr(C)]` TensorInfo passed by value to
 //!   every kernel (sizes of the jointly collapsed dimensions, strides of every operand),
 //!   and the IndexToOffset arithmetic.
@@ -12,7 +12,7 @@
 //!   compile-time dimension count.
 //! - [`kernels!`]: the one macro that names and instantiates entry points; `builtin`
 //!   (feature `builtin`, on by default) is the library's own list.
-//! - [`fused`]: [`fused!`] turns a whole elementwise expression into one op type.
+//! - [`fused`](mod@fused): [`fused!`](macro@fused) turns a whole elementwise expression into one op type.
 //! - [`stencil`]: neighbour reads at compile-time offsets with clamp-to-edge borders.
 //! - `dispatch` (host builds): the link-time list of every instantiated family, for
 //!   run-time dispatch by op id and element types.

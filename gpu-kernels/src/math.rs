@@ -18,7 +18,7 @@ use crate::ops::CastFrom;
 
 /// Arithmetic shared by every numeric element type. Integer arithmetic wraps; integer
 /// division by zero gives 0 (the GPU cannot raise, and both sides must agree). Literals
-/// in [`fused!`](crate::fused) expressions convert from `f64` and `i32` as Rust's `as` does.
+/// in [`fused!`](macro@crate::fused) expressions convert from `f64` and `i32` as Rust's `as` does.
 pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
     /// The type op math is done in (PyTorch's "opmath"): `f32` for `f16` and `bf16`, the
     /// type itself otherwise. Ops that chain several operations (`sigmoid`, fused

@@ -377,7 +377,12 @@ impl PtxBuild {
             .chain(&self.extra_sources)
             .enumerate()
         {
-            let mut own = vec![dir.join("Cargo.toml")];
+            // A crate unpacked from a registry has its manifest rewritten by `cargo package`
+            // and the original beside it as `Cargo.toml.orig`: hash the original (under the
+            // name `Cargo.toml`), so a published crate matches its committed snapshot.
+            let orig = dir.join("Cargo.toml.orig");
+            let manifest = if orig.is_file() { orig } else { dir.join("Cargo.toml") };
+            let mut own = vec![manifest];
             collect_rs(&dir.join("src"), &mut own)?;
             // Paths relative to their crate, so the hash does not depend on the checkout.
             files.extend(own.into_iter().map(|f| {
@@ -385,7 +390,8 @@ impl PtxBuild {
                     .strip_prefix(dir)
                     .unwrap_or(&f)
                     .to_string_lossy()
-                    .replace('\\', "/");
+                    .replace('\\', "/")
+                    .replace("Cargo.toml.orig", "Cargo.toml");
                 (i, rel, f)
             }));
         }
