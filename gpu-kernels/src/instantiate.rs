@@ -180,7 +180,7 @@ macro_rules! kernels {
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d3" u32, 3, 3, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "dn" u32, $crate::MAX_DIMS, dyn, $op; $n; $params);
-        $crate::kernels!(@register $trait [$($part)+] $op; [$($t),+]);
+        $crate::__register_instance!($trait [$($part)+] $op; [$($t),+]);
         impl $crate::$trait<$($t),+> for $op {
             const NAMES: $crate::KernelNames = $crate::KernelNames {
                 module: env!("CARGO_PKG_NAME"),
@@ -272,9 +272,18 @@ macro_rules! kernels {
             }
         };
     };
-    // Host builds: the family's run-time dispatch entry (`dispatch::INSTANCES`).
-    (@register $trait:ident [$first:ident $($rest:ident)*] $op:ty; [$($t:ty),+]) => {
-        #[cfg(not(target_arch = "nvptx64"))]
+    (@ndim $g:ident dyn) => { $g.ndim as usize };
+    (@ndim $g:ident $l:literal) => { $l };
+}
+
+/// The run-time dispatch entry of one `kernels!` line (`dispatch::INSTANCES`), on host builds
+/// with the feature `dispatch`; nothing otherwise. A macro of this crate, so that the
+/// feature is this crate's wherever `kernels!` expands (custom-op crates included).
+#[cfg(all(not(target_arch = "nvptx64"), feature = "dispatch"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_instance {
+    ($trait:ident [$first:ident $($rest:ident)*] $op:ty; [$($t:ty),+]) => {
         const _: () = {
             #[$crate::dispatch::__linkme::distributed_slice($crate::dispatch::INSTANCES)]
             #[linkme(crate = $crate::dispatch::__linkme)]
@@ -302,7 +311,7 @@ macro_rules! kernels {
                     }
                     tolerance
                 },
-                row: $crate::kernels!(@row $trait $op; $($t),+),
+                row: $crate::__register_instance!(@row $trait $op; $($t),+),
             };
         };
     };
@@ -310,6 +319,11 @@ macro_rules! kernels {
     (@row Kernels2 $op:ty; $($t:ty),+) => { $crate::dispatch::row2::<$op, $($t),+> };
     (@row Kernels3 $op:ty; $($t:ty),+) => { $crate::dispatch::row3::<$op, $($t),+> };
     (@row Kernels4 $op:ty; $($t:ty),+) => { $crate::dispatch::row4::<$op, $($t),+> };
-    (@ndim $g:ident dyn) => { $g.ndim as usize };
-    (@ndim $g:ident $l:literal) => { $l };
+}
+
+#[cfg(not(all(not(target_arch = "nvptx64"), feature = "dispatch")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_instance {
+    ($($t:tt)*) => {};
 }
