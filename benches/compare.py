@@ -26,6 +26,16 @@ for (case, dtype, n), impls in by.items():
         lines.append(f"| tiny add, host µs/call, bursts of 200 | {dtype} | {n} | {o.get('burst_host_us', '-')} µs | - | {p.get('burst_host_us', '-')} µs | - | - | - | - |")
         lines.append(f"| tiny add, cuLaunchKernel alone, bursts of 200 | {dtype} | {n} | {o.get('driver_launch_us', '-')} µs | - | - | - | - | - | - |")
         continue
+    if case == "tiny_dispatch_host_us":
+        o = impls.get("strided-apply", {})
+        lines.append(f"| tiny add, run-time dispatch (lookup each call), bursts of 200 | {dtype} | {n} | {o.get('burst_host_us', '-')} µs | - | - | - | - | - | typed {o.get('typed_burst_host_us', '-')} µs |")
+        lines.append(f"| tiny add, run-time dispatch (kept DynOp), bursts of 200 | {dtype} | {n} | {o.get('kept_op_burst_host_us', '-')} µs | - | - | - | - | - | - |")
+        continue
+    if case == "tiny_graph_per_op_us":
+        o, p = impls.get("strided-apply", {}), impls.get("pytorch", {})
+        lines.append(f"| tiny add ×100 replayed from a CUDA graph, device µs/op | {dtype} | {n} | {o.get('graph_per_op_us', '-')} µs | - | {p.get('graph_per_op_us', '-')} µs | - | - | - | - |")
+        lines.append(f"| tiny add ×100 eager, device µs/op | {dtype} | {n} | {o.get('eager_per_op_us', '-')} µs | - | {p.get('eager_per_op_us', '-')} µs | - | - | - | - |")
+        continue
     o = impls.get("strided-apply", {}).get("gbps")
     p = impls.get("pytorch", {}).get("gbps")
     c = impls.get("cupy", {}).get("gbps")

@@ -17,14 +17,14 @@ only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv[:-1] else 
 GROUPS = {
     "contiguous_add": ["contiguous_add"],
     "broadcast_row": ["broadcast_row"],
-    "transposed": ["transposed"],
+    "transposed": ["transposed", "transposed_dlpack"],
     "slice_step2": ["slice_step2"],
     "permute_copy": ["permute_copy"],
     "cast": ["cast"],
     "mixed": ["mixed_broadcast_row", "mixed_contiguous"],
     "divmul": ["fused_divmul", "three_kernel_divmul"],
     "stencil": ["stencil_laplacian2"],
-    "tiny": ["tiny_add_host_us"],
+    "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
 }
 
 
@@ -212,3 +212,23 @@ bursts.sort()
 print(json.dumps(dict(impl="pytorch", case="tiny_add_host_us", dtype="f32", elements=1024,
                       host_us=round(host_us, 3), us_incl_sync=round(us, 3),
                       burst_host_us=round(bursts[len(bursts) // 2], 3))), flush=True)
+
+# 100 adds replayed from a CUDA graph against the same 100 launched eagerly (device time per
+# op, CUDA events, median of 25), as the Rust bench's `tiny_graph_per_op_us`.
+OPS = 100
+def hundred():
+    for _ in range(OPS):
+        torch.add(a, b, out=c)
+eager_ms = median_ms(lambda i: hundred())
+g = torch.cuda.CUDAGraph()
+side = torch.cuda.Stream()
+side.wait_stream(torch.cuda.current_stream())
+with torch.cuda.stream(side):
+    hundred()  # warm-up on a side stream, as torch's graph docs ask
+torch.cuda.current_stream().wait_stream(side)
+with torch.cuda.graph(g):
+    hundred()
+graph_ms = median_ms(lambda i: g.replay())
+print(json.dumps(dict(impl="pytorch", case="tiny_graph_per_op_us", dtype="f32", elements=1024,
+                      ops=OPS, graph_per_op_us=round(graph_ms * 1e3 / OPS, 3),
+                      eager_per_op_us=round(eager_ms * 1e3 / OPS, 3))), flush=True)

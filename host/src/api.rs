@@ -81,20 +81,21 @@ pub(crate) fn check_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
 /// # Safety
 /// `ptrs[k]` is the device address of operand `k`'s element at `plan.base[k]`, in a buffer
 /// for which the planner proved every offset of `plan` in bounds; the output does not
-/// overlap itself and inputs overlap it only element-wise in place.
-pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
+/// overlap itself and inputs overlap it only element-wise in place. `op` points to the
+/// kernels' first parameter, an `OpArg` of the op that `names` were instantiated for (the
+/// typed API's `OpArg::new(op)`, or run-time dispatch's `OpValue`).
+pub(crate) unsafe fn launch_plan<const N: usize>(
     gpu: &Gpu,
     names: &KernelNames,
-    op: Op,
+    op: *const c_void,
     plan: &Plan<N>,
     ptrs: [u64; N],
     elem_sizes: [usize; N],
     stream: CUstream,
 ) -> Result<()> {
-    let op = OpArg::new(op);
     if let Some(g) = vec_geometry(plan, &ptrs, &elem_sizes) {
         let n = plan.numel;
-        let mut args = params(&op, &n, &g, &ptrs);
+        let mut args = params(op, &n, &g, &ptrs);
         let chunks = n.div_ceil(gpu_kernels::apply::vec_width(&elem_sizes) as u64);
         // One chunk per thread, no grid-stride loop: on the H200 the CUDA C reference
         // measured 4353 against 4056–4151 GB/s (dense add) and 3352 against 3199–3206
@@ -106,15 +107,15 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         return unsafe { gpu.launch(names, Variant::Vec, shape, stream, args.as_mut()) };
     }
     if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
-        let mut args = params(&op, &t, &g, &ptrs);
+        let mut args = params(op, &t, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
         // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
         return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, args.as_mut()) };
     }
-    unsafe fn go<Op: Copy, I: Index, const D: usize, const N: usize>(
+    unsafe fn go<I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,
-        op: &OpArg<Op>,
+        op: *const c_void,
         plan: &Plan<N>,
         ptrs: [u64; N],
         stream: CUstream,
@@ -135,10 +136,10 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
         }
     }
     /// Launches a plan with its own scalar variant (never `Dn64`).
-    unsafe fn scalar<Op: Copy, const N: usize>(
+    unsafe fn scalar<const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,
-        op: &OpArg<Op>,
+        op: *const c_void,
         plan: &Plan<N>,
         ptrs: [u64; N],
         stream: CUstream,
@@ -148,20 +149,20 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             match plan.variant {
                 // The planner never picks Vec or Tiled itself; they are chosen above.
                 Variant::Contig | Variant::Vec | Variant::Tiled => {
-                    go::<Op, u64, 1, N>(gpu, names, op, plan, ptrs, stream)
+                    go::<u64, 1, N>(gpu, names, op, plan, ptrs, stream)
                 }
-                Variant::D1 => go::<Op, u32, 1, N>(gpu, names, op, plan, ptrs, stream),
-                Variant::D2 => go::<Op, u32, 2, N>(gpu, names, op, plan, ptrs, stream),
-                Variant::D3 => go::<Op, u32, 3, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::D1 => go::<u32, 1, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::D2 => go::<u32, 2, N>(gpu, names, op, plan, ptrs, stream),
+                Variant::D3 => go::<u32, 3, N>(gpu, names, op, plan, ptrs, stream),
                 Variant::Dn | Variant::Dn64 => {
-                    go::<Op, u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream)
+                    go::<u32, MAX_DIMS, N>(gpu, names, op, plan, ptrs, stream)
                 }
             }
         }
     }
     if plan.variant != Variant::Dn64 {
         // SAFETY: forwarded contract.
-        return unsafe { scalar(gpu, names, &op, plan, ptrs, stream) };
+        return unsafe { scalar(gpu, names, op, plan, ptrs, stream) };
     }
     // No 64-bit strided kernels: 32-bit launches over pieces (each a subset of the plan's
     // indices, so the caller's bounds and aliasing proofs cover it; `split32` gives no
@@ -172,7 +173,7 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
             p[k] = ptrs[k].wrapping_add_signed(off[k] * elem_sizes[k] as i64);
         }
         // SAFETY: as above, for the piece's part of every operand.
-        unsafe { scalar(gpu, names, &op, &piece, p, stream)? };
+        unsafe { scalar(gpu, names, op, &piece, p, stream)? };
     }
     Ok(())
 }
@@ -181,8 +182,8 @@ pub(crate) unsafe fn launch_plan<Op: Copy, const N: usize>(
 /// element count or the tile arguments), the geometry, then one device pointer per operand.
 /// The pointers in the result point into the arguments, which must outlive the launch.
 /// A fixed array (no allocation per launch); [`Params::as_mut`] is the used part.
-pub(crate) fn params<Op, S, G, const N: usize>(
-    op: &OpArg<Op>,
+pub(crate) fn params<S, G, const N: usize>(
+    op: *const c_void,
     scalar: &S,
     g: &G,
     ptrs: &[u64; N],
@@ -192,7 +193,7 @@ pub(crate) fn params<Op, S, G, const N: usize>(
         args: [std::ptr::null_mut(); 3 + 4],
         len: 3 + N,
     };
-    p.args[0] = op as *const OpArg<Op> as *mut c_void;
+    p.args[0] = op as *mut c_void;
     p.args[1] = scalar as *const S as *mut c_void;
     p.args[2] = g as *const G as *mut c_void;
     for (slot, ptr) in p.args[3..].iter_mut().zip(ptrs) {
@@ -325,6 +326,8 @@ macro_rules! typed_apply {
             // made (`DeviceTensor::with_layout`), the plan broadcast them to the output, and
             // `check_aliasing` proved the aliasing rules.
             let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
+            let op = OpArg::new(op);
+            let op = (&op as *const OpArg<Op>).cast();
             unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, ptrs, sizes, gpu.stream().cu_stream()) }
         }
     };

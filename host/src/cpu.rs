@@ -7,6 +7,7 @@ use crate::api::Region;
 use crate::error::Result;
 use crate::layout::Layout;
 use crate::plan::{plan, Plan};
+use gpu_kernels::dispatch;
 use gpu_kernels::ops::{Op1, Op2, Op3, Op4};
 use gpu_kernels::{Elem, Geometry, MAX_DIMS};
 use rayon::prelude::*;
@@ -70,16 +71,45 @@ fn inner_steps<const N: usize>(plan: &Plan<N>) -> [isize; N] {
 
 /// A host slice as an operand of the aliasing checks.
 pub(crate) fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
+    region_at::<T>(operand, data.as_ptr() as u64, layout)
+}
+
+/// Host memory at `addr` as an operand of the aliasing checks.
+pub(crate) fn region_at<'a, T>(operand: &'static str, addr: u64, layout: &'a Layout) -> Region<'a> {
     Region {
         operand,
-        buffer: data.as_ptr() as u64,
+        buffer: addr,
         elem_size: size_of::<T>(),
         layout,
     }
 }
 
+/// Runs `row(ptrs, steps, len)` over the plan: `ptrs[k]` is operand `k`'s address at a
+/// run's first element (from `bases[k]`, the address of the element at `plan.base[k]`, and
+/// `sizes[k]` bytes per element) and `steps[k]` its stride along the run, in elements.
+///
+/// # Safety
+/// For every offset of the plan, `bases[k]` moved by it stays inside operand `k`'s
+/// allocation; distinct indices reach distinct output elements (runs of different tasks
+/// write disjoint elements), and the output does not overlap the inputs.
+pub(crate) unsafe fn walk<const N: usize>(
+    plan: &Plan<N>,
+    bases: [*mut u8; N],
+    sizes: [usize; N],
+    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
+) {
+    let bases = bases.map(SendPtr);
+    let steps = inner_steps(plan);
+    for_each_row(plan, |off: [isize; N], len: usize| {
+        // SAFETY: `off[k]` is an offset of the plan (the caller's bounds proof).
+        let ptrs =
+            std::array::from_fn(|k| unsafe { bases[k].get().offset(off[k] * sizes[k] as isize) });
+        row(ptrs, steps, len)
+    });
+}
+
 macro_rules! cpu_apply {
-    ($(#[$doc:meta])* $fn:ident, $trait:ident, $n:literal, out: $o:ident,
+    ($(#[$doc:meta])* $fn:ident, $raw:ident, $trait:ident, $run:ident, $n:literal, out: $o:ident,
      [$($x:ident: $t:ident @ $k:literal),*]) => {
         $(#[$doc])*
         pub fn $fn<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
@@ -89,48 +119,41 @@ macro_rules! cpu_apply {
         ) -> Result<()> {
             out.1.check_in(out.0.len(), "out")?;
             $( $x.1.check_in($x.0.len(), stringify!($x))?; )*
+            // SAFETY: `check_in` proved every offset of each layout inside its slice; the
+            // output (a unique borrow) cannot overlap the inputs (shared borrows).
+            unsafe { $raw(op, (out.0.as_mut_ptr(), out.1) $(, ($x.0.as_ptr(), $x.1))*) }
+        }
+
+        /// The CPU twin over pointers: the layouts' offsets count from each pointer.
+        ///
+        /// # Safety
+        /// Every offset each layout reaches, from its pointer, is an element of one live
+        /// allocation, initialised for the inputs; no input element is an output element,
+        /// and nothing else accesses the output's elements during the call.
+        pub(crate) unsafe fn $raw<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
+            op: Op,
+            out: (*mut $o, &Layout),
+            $($x: (*const $t, &Layout)),*
+        ) -> Result<()> {
             let plan: Plan<$n> = plan([out.1 $(, $x.1)*], ["out" $(, stringify!($x))*])?;
-            // Inputs are shared borrows and the output a unique one, so they cannot overlap;
-            // this proves the output does not overlap itself.
-            check_aliasing(&region("out", out.0, out.1), &[])?;
+            // The caller keeps the inputs apart from the output; this proves the output
+            // does not overlap itself.
+            check_aliasing(&region_at::<$o>("out", out.0 as u64, out.1), &[])?;
             if plan.numel == 0 {
                 return Ok(());
             }
-            let po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
-            $( let $x = SendPtr($x.0.as_ptr().wrapping_add(plan.base[$k]) as *mut $t); )*
-            let step = inner_steps(&plan);
-            let unit = step.iter().all(|&s| s == 1);
-            for_each_row(&plan, |off: [isize; $n], len: usize| {
-                // SAFETY: `check_in` proved every offset of the plan inside its slice, and
-                // a run visits `off[k] + i * step[k]` for `i < len`, offsets of the plan. The
-                // output offsets are distinct per index (no internal overlap), so runs of
-                // different tasks write disjoint elements; the output (a unique borrow)
-                // cannot overlap the inputs (shared borrows), which are only read.
-                // Locals, not captures: a store through the output pointer could alias a
-                // captured value, which would then be reloaded after every element.
-                let (op, step) = (op, step);
-                unsafe {
-                    if unit {
-                        // Unit steps: the run is `len` adjacent elements of each operand.
-                        let o = std::slice::from_raw_parts_mut(po.get().offset(off[0]), len);
-                        $( let $x = std::slice::from_raw_parts(
-                            $x.get().offset(off[$k]).cast_const(), len); )*
-                        for (_i, o) in o.iter_mut().enumerate() {
-                            op.apply(o $(, $x[_i])*);
-                        }
-                    } else {
-                        // Running pointers; the step past the run's last element may
-                        // leave the buffer, hence `wrapping_offset` (never dereferenced).
-                        let mut o = po.get().offset(off[0]);
-                        $( let mut $x = $x.get().offset(off[$k]).cast_const(); )*
-                        for _ in 0..len {
-                            op.apply(&mut *o $(, *$x)*);
-                            o = o.wrapping_offset(step[0]);
-                            $( $x = $x.wrapping_offset(step[$k]); )*
-                        }
-                    }
-                }
-            });
+            let bases = [
+                out.0.wrapping_add(plan.base[0]).cast::<u8>()
+                $(, $x.0.wrapping_add(plan.base[$k]).cast::<u8>().cast_mut())*
+            ];
+            let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
+            // SAFETY: the caller's bounds and aliasing proofs, and the output offsets are
+            // distinct per index (no internal overlap), so runs write disjoint elements.
+            unsafe {
+                walk(&plan, bases, sizes, |ptrs, steps, len| {
+                    dispatch::$run::<Op, $o $(, $t)*>(op, len, ptrs, steps)
+                });
+            }
             Ok(())
         }
     };
@@ -138,19 +161,19 @@ macro_rules! cpu_apply {
 
 cpu_apply!(
     /// CPU twin of [`apply1`](crate::api::apply1).
-    apply1, Op1, 1, out: T, []
+    apply1, apply1_raw, Op1, run1, 1, out: T, []
 );
 cpu_apply!(
     /// CPU twin of [`apply2`](crate::api::apply2).
-    apply2, Op2, 2, out: O, [a: A @ 1]
+    apply2, apply2_raw, Op2, run2, 2, out: O, [a: A @ 1]
 );
 cpu_apply!(
     /// CPU twin of [`apply3`](crate::api::apply3).
-    apply3, Op3, 3, out: O, [a: A @ 1, b: B @ 2]
+    apply3, apply3_raw, Op3, run3, 3, out: O, [a: A @ 1, b: B @ 2]
 );
 cpu_apply!(
     /// CPU twin of [`apply4`](crate::api::apply4).
-    apply4, Op4, 4, out: O, [a: A @ 1, b: B @ 2, c: C @ 3]
+    apply4, apply4_raw, Op4, run4, 4, out: O, [a: A @ 1, b: B @ 2, c: C @ 3]
 );
 
 #[cfg(test)]

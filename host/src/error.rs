@@ -129,6 +129,63 @@ pub enum Error {
     StencilOverlap { operand: Operand },
     #[error("{operand}: belongs to another Gpu handle (its buffer is ordered on another stream)")]
     WrongDevice { operand: Operand },
+    #[error("no op `{op}` is instantiated (run-time dispatch); op ids: {known}")]
+    UnknownOp { op: String, known: String },
+    #[error(
+        "op `{op}` is not instantiated over {types} (output first); instantiated: {available}"
+    )]
+    NotInstantiated {
+        op: String,
+        types: String,
+        available: String,
+    },
+    #[error("op `{op}` over {types} is instantiated by several kernel crates ({modules}); give their ops distinct ids")]
+    AmbiguousOp {
+        op: String,
+        types: String,
+        modules: String,
+    },
+    #[error("op `{op}` over {types} takes scalars {expected}; got {got} (a wrong count, or a value that does not convert exactly to the element type)")]
+    BadScalars {
+        op: &'static str,
+        types: String,
+        expected: String,
+        got: String,
+    },
+    #[error("op `{op}` (family `{family}`) cannot be built at run time: its op type does not implement `gpu_kernels::dispatch::FromScalars`")]
+    OpNotBuildable {
+        op: &'static str,
+        family: &'static str,
+    },
+    #[error("DLPack: null managed tensor (a capsule already consumed or freed?)")]
+    DlpackNull,
+    #[error(
+        "DLPack: the managed tensor is version {major}.{minor}; this library reads major version 1"
+    )]
+    DlpackVersion { major: u32, minor: u32 },
+    #[error("{operand}: DLPack dtype (code {code}, {bits} bits, {lanes} lanes) is {kind}: no element type for it (f32, f64, f16, bf16, i32, i64, u32, u8, bool)")]
+    DlpackDtype {
+        operand: Operand,
+        code: u8,
+        bits: u8,
+        lanes: u16,
+        kind: &'static str,
+    },
+    #[error("{operand}: DLPack tensor on device type {device_type}, id {device_id}; {expected} is needed")]
+    DlpackDevice {
+        operand: Operand,
+        device_type: i32,
+        device_id: i32,
+        expected: String,
+    },
+    #[error("{operand}: the DLPack producer marked this tensor read-only")]
+    DlpackReadOnly { operand: Operand },
+    #[error("op `{op}` takes {expected} input(s); {got} given")]
+    InputCount {
+        op: &'static str,
+        expected: usize,
+        got: usize,
+    },
 }
 
 impl Error {

@@ -437,6 +437,27 @@ impl Gpu {
         Ok(())
     }
 
+    /// Loads an op's family and looks up every kernel of it now, so that later launches of
+    /// the op make no driver call but the launch itself: what a CUDA graph capture needs
+    /// (module loading may not happen while a stream is captured). The typed API's
+    /// `Op::NAMES` (`<Add as Kernels3<f32, f32, f32>>::NAMES`) or a
+    /// [`DynOp`](crate::dispatch::DynOp)'s `instance().names`.
+    pub fn preload_kernels(&self, names: &KernelNames) -> Result<()> {
+        let variants = [
+            names.vec,
+            names.tiled,
+            names.contig,
+            names.d1,
+            names.d2,
+            names.d3,
+            names.dn,
+        ];
+        for kernel in variants.into_iter().filter(|k| !k.is_empty()) {
+            self.kernel(names.module, kernel)?;
+        }
+        Ok(())
+    }
+
     /// Kernel `kernel` of module `module` (loaded on first use and cached), for callers
     /// that launch kernels themselves through cudarc (re-exported as `cudarc`).
     pub fn kernel(&self, module: &'static str, kernel: &'static str) -> Result<CudaFunction> {

@@ -14,8 +14,9 @@
 
 use crate::error::{Error, Operand, Result};
 
-/// Shape, strides (in elements, signed) and element offset of a strided view.
-#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+/// Shape, strides (in elements, signed) and element offset of a strided view. The default
+/// is a 0-dimensional layout (one element at offset 0).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Layout {
     shape: Vec<usize>,
     strides: Vec<isize>,

@@ -9,7 +9,10 @@
 //! | [`tensor`] | reference-counted device buffers with a layout |
 //! | [`api`] | typed `apply1`…`apply4` |
 //! | [`raw`] | device pointer + shape + strides, for frameworks |
+//! | `dispatch` (feature `dispatch`) | ops and element types named at run time, GPU and CPU twin |
+//! | `dlpack` (feature `dispatch`) | DLPack tensors in (GPU and CPU twin) and out, no copy |
 //! | [`cpu`] | the CPU twin |
+//! | `nd` (feature `ndarray`) | the CPU twin and device tensors over ndarray arrays |
 //! | [`stencil`] | stencils: plan, launch and CPU twin |
 //! | [`verify`] | GPU-against-CPU comparison |
 
@@ -17,9 +20,15 @@
 
 pub mod api;
 pub mod cpu;
+#[cfg(feature = "dispatch")]
+pub mod dispatch;
+#[cfg(feature = "dispatch")]
+pub mod dlpack;
 pub mod error;
 pub mod gpu;
 pub mod layout;
+#[cfg(feature = "ndarray")]
+pub mod nd;
 pub mod plan;
 pub mod raw;
 pub mod stencil;

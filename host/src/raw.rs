@@ -12,6 +12,7 @@ use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::plan::{plan, Plan};
 use cudarc::driver::sys::CUstream;
+use gpu_kernels::apply::OpArg;
 use gpu_kernels::elem::ElemType;
 use gpu_kernels::{Elem, Kernels1, Kernels2, Kernels3, Kernels4};
 
@@ -27,7 +28,8 @@ pub struct RawTensor<'a> {
 }
 
 impl RawTensor<'_> {
-    fn check(&self, operand: Operand, expected: ElemType) -> Result<Layout> {
+    /// The tensor's layout, after checking its element type, shape, strides and pointer.
+    pub(crate) fn check(&self, operand: Operand, expected: ElemType) -> Result<Layout> {
         if self.elem != expected {
             return Err(Error::type_mismatch(operand, expected, self.elem));
         }
@@ -84,6 +86,8 @@ macro_rules! raw_apply {
             // SAFETY: the caller vouches for the memory (conditions 1–3); the checks above
             // prove the aliasing rules and that offsets do not overflow.
             let sizes = [out.elem.size() $(, $x.0.elem.size())*];
+            let op = OpArg::new(op);
+            let op = (&op as *const OpArg<Op>).cast();
             unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, [out.ptr $(, $x.0.ptr)*], sizes, stream) }
         }
     };

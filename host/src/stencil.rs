@@ -179,6 +179,7 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
     }
     let ptrs = [out.base_addr(), input.base_addr()];
     let op = OpArg::new(op);
+    let op = (&op as *const OpArg<S>).cast();
     let names = S::NAMES;
     let shape = gpu.shape_1d(plan.numel);
     let stream = gpu.stream().cu_stream();
@@ -194,7 +195,7 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
                 names.s32,
                 shape,
                 stream,
-                params(&op, &n, &g, &ptrs).as_mut(),
+                params(op, &n, &g, &ptrs).as_mut(),
             )
         } else {
             let (n, g) = (plan.numel, plan.geometry::<u64>());
@@ -203,7 +204,7 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
                 names.s64,
                 shape,
                 stream,
-                params(&op, &n, &g, &ptrs).as_mut(),
+                params(op, &n, &g, &ptrs).as_mut(),
             )
         }
     }

@@ -52,14 +52,14 @@ fn rand_f16(x: u64) -> f16 {
 const GROUPS: &[(&str, &[&str])] = &[
     ("contiguous_add", &["contiguous_add"]),
     ("broadcast_row", &["broadcast_row"]),
-    ("transposed", &["transposed"]),
+    ("transposed", &["transposed", "transposed_dlpack"]),
     ("slice_step2", &["slice_step2"]),
     ("permute_copy", &["permute_copy"]),
     ("cast", &["cast"]),
     ("mixed", &["mixed_broadcast_row", "mixed_contiguous"]),
     ("divmul", &["fused_divmul", "three_kernel_divmul"]),
     ("stencil", &["stencil_laplacian2"]),
-    ("tiny", &["tiny_add_host_us"]),
+    ("tiny", &["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"]),
 ];
 
 /// Whether `--only` (`only`) selects `group` (see [`GROUPS`]).
@@ -123,6 +123,33 @@ where
     bench3_typed(gpu, case, T::NAME, op, out, a, b, poison)
 }
 
+/// Device copies of `a`, `b` and a poisoned output, as many sets as rotate through
+/// [`ROTATE_BYTES`], and the bytes one launch moves.
+type Sets<O, A, B> = Vec<(DeviceTensor<A>, DeviceTensor<B>, DeviceTensor<O>)>;
+fn operand_sets<O: Elem, A: Elem, B: Elem>(
+    gpu: &Gpu,
+    out: &Layout,
+    a: &Operand<A>,
+    b: &Operand<B>,
+    poison: O,
+) -> Result<(usize, Sets<O, A, B>)> {
+    let n = out.numel();
+    let bytes = n * size_of::<O>()
+        + a.layout.numel().min(n) * size_of::<A>()
+        + b.layout.numel().min(n) * size_of::<B>();
+    let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
+    let mut tensors = Vec::new();
+    for _ in 0..sets {
+        let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?
+            .with_layout(a.layout.clone())?;
+        let db = DeviceTensor::from_slice(gpu, &b.host, &[b.host.len()])?
+            .with_layout(b.layout.clone())?;
+        let dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
+        tensors.push((da, db, dc));
+    }
+    Ok((bytes, tensors))
+}
+
 /// [`bench3`] over distinct element types (out `O`, inputs `A` and `B`), reported under the
 /// dtype label `dtype`.
 #[allow(clippy::too_many_arguments)]
@@ -143,19 +170,8 @@ where
     B: Elem,
 {
     let n = out.numel();
-    let bytes = n * size_of::<O>()
-        + a.layout.numel().min(n) * size_of::<A>()
-        + b.layout.numel().min(n) * size_of::<B>();
-    let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
-    let mut tensors = Vec::new();
-    for _ in 0..sets {
-        let da = DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?
-            .with_layout(a.layout.clone())?;
-        let db = DeviceTensor::from_slice(gpu, &b.host, &[b.host.len()])?
-            .with_layout(b.layout.clone())?;
-        let dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
-        tensors.push((da, db, dc));
-    }
+    let (bytes, mut tensors) = operand_sets(gpu, out, a, b, poison)?;
+    let sets = tensors.len();
     let (da, db, dc) = &mut tensors[0];
     api::apply3(gpu, op, dc, da, db)?;
     let got = dc.buffer_to_vec(gpu)?;
@@ -172,6 +188,48 @@ where
         api::apply3(gpu, op, dc, da, db)
     })?;
     report(case, dtype, n, bytes, ms, &check);
+    Ok(())
+}
+
+#[cfg(feature = "dispatch")]
+/// [`bench3`]'s f32 `add` through the framework path: every tensor exported as DLPack
+/// (`to_dlpack`) and imported back (`Dlpack::from_versioned`), launched by run-time dispatch
+/// (`DynOp`) over the imported operands. Same rotation, timing and check as `bench3`.
+fn bench3_dlpack(
+    gpu: &Gpu,
+    case: &str,
+    out: &Layout,
+    a: &Operand<f32>,
+    b: &Operand<f32>,
+) -> Result<()> {
+    use strided_apply::dispatch::DynOp;
+    use strided_apply::dlpack::Dlpack;
+    use strided_apply::ElemType::F32;
+    let n = out.numel();
+    let import = |t: &DeviceTensor<f32>| -> Result<Dlpack> {
+        // SAFETY: `to_dlpack` gives an owned managed tensor, handed over at once.
+        unsafe { Dlpack::from_versioned(t.to_dlpack(gpu)?) }
+    };
+    let (bytes, sets) = operand_sets(gpu, out, a, b, f32::NAN)?;
+    // The imports hold the buffers (the exports' references) until the end.
+    let tensors = sets
+        .into_iter()
+        .map(|(da, db, dc)| Ok((import(&da)?, import(&db)?, import(&dc)?, dc)))
+        .collect::<Result<Vec<_>>>()?;
+    let sets = tensors.len();
+    let op = DynOp::new("add", &[F32, F32, F32], &[])?;
+    let launch = |i: usize| -> Result<()> {
+        let (a, b, c, _) = &tensors[i % sets];
+        // SAFETY: the imported tensors are this Gpu's live buffers, held by `tensors`.
+        unsafe { op.launch(gpu, None, c.raw_on(gpu, "out")?, &[a.raw_on(gpu, "a")?, b.raw_on(gpu, "b")?]) }
+    };
+    launch(0)?;
+    let got = tensors[0].3.buffer_to_vec(gpu)?;
+    let mut want = vec![f32::NAN; n];
+    cpu::apply3(ops::Add, (&mut want, out), (&a.host, &a.layout), (&b.host, &b.layout))?;
+    let check = check_label(&got, &want);
+    let ms = median_ms(gpu, launch)?;
+    report(case, "f32", n, bytes, ms, &check);
     Ok(())
 }
 
@@ -377,6 +435,8 @@ fn main() -> Result<()> {
                 layout: sq.transpose(0, 1)?,
             };
             bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
+            #[cfg(feature = "dispatch")]
+            bench3_dlpack(&gpu, "transposed_dlpack", &sq, &a, &bt)?;
             let a16 = dense(&[big, big], 36, rand_bf16)?;
             let bt16 = Operand {
                 host: random(big * big, 37, rand_bf16),
@@ -597,6 +657,96 @@ fn main() -> Result<()> {
         println!(
             "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
         );
+        #[cfg(feature = "dispatch")]
+        tiny_dispatch_and_graph(&gpu, &mut c, &a, &b, burst_us)?;
     }
+    Ok(())
+}
+
+#[cfg(feature = "dispatch")]
+/// The same 1024-element add through run-time dispatch (a `DynOp` found and built on every
+/// call, and one kept), in the same bursts as `tiny_add_host_us`; and the per-op device time
+/// of 100 adds replayed from a CUDA graph against the same 100 launched eagerly (CUDA
+/// events, median of 25). Cases `tiny_dispatch_host_us` and `tiny_graph_per_op_us`.
+fn tiny_dispatch_and_graph(
+    gpu: &Gpu,
+    c: &mut DeviceTensor<f32>,
+    a: &DeviceTensor<f32>,
+    b: &DeviceTensor<f32>,
+    typed_burst_us: f64,
+) -> Result<()> {
+    use strided_apply::cudarc::driver::sys;
+    use strided_apply::dispatch::DynOp;
+    use strided_apply::raw::RawTensor;
+    use strided_apply::ElemType::F32;
+    let n = c.numel();
+    let (shape, strides) = ([n], [1isize]);
+    let t = |ptr| RawTensor {
+        ptr,
+        elem: F32,
+        shape: &shape,
+        strides: &strides,
+    };
+    let (pc, pa, pb) = (c.buffer().addr(), a.buffer().addr(), b.buffer().addr());
+    let bursts = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
+        let mut v: Vec<f64> = (0..50)
+            .map(|_| -> Result<f64> {
+                gpu.synchronize()?;
+                let t0 = Instant::now();
+                for _ in 0..200 {
+                    f()?;
+                }
+                Ok(t0.elapsed().as_secs_f64() * 1e6 / 200.0)
+            })
+            .collect::<Result<_>>()?;
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    };
+    // SAFETY (both closures): three live 1024-element f32 buffers of this Gpu, kept until
+    // the synchronisation after the bursts.
+    let lookup_us = bursts(&mut || unsafe {
+        strided_apply::dispatch::apply(gpu, None, "add", &[], t(pc), &[t(pa), t(pb)])
+    })?;
+    let op = DynOp::new("add", &[F32, F32, F32], &[])?;
+    let kept_us = bursts(&mut || unsafe { op.launch(gpu, None, t(pc), &[t(pa), t(pb)]) })?;
+    gpu.synchronize()?;
+    if c.to_vec(gpu)? != cpu_sum(&a.to_vec(gpu)?, &b.to_vec(gpu)?) {
+        eprintln!("bench: run-time dispatched adds gave a wrong sum");
+    }
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"tiny_dispatch_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"burst_host_us\":{lookup_us:.3},\"kept_op_burst_host_us\":{kept_us:.3},\"typed_burst_host_us\":{typed_burst_us:.3}}}"
+    );
+
+    // 100 adds: eager against a replayed graph, device time per op.
+    const OPS: usize = 100;
+    gpu.preload_kernels(&<ops::Add as Kernels3<f32, f32, f32>>::NAMES)?;
+    let hundred = |c: &mut DeviceTensor<f32>| -> Result<()> {
+        for _ in 0..OPS {
+            api::apply3(gpu, ops::Add, c, a, b)?;
+        }
+        Ok(())
+    };
+    let eager_ms = median_ms(gpu, |_| hundred(c))?;
+    let stream = gpu.stream().clone();
+    let driver = |what| move |source| strided_apply::Error::Driver { what, source };
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .map_err(driver("beginning a capture"))?;
+    let captured = hundred(c);
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+        .map_err(driver("ending a capture"))?;
+    captured?;
+    let Some(graph) = graph else {
+        eprintln!("bench: the capture recorded no graph");
+        return Ok(());
+    };
+    graph.upload().map_err(driver("uploading a graph"))?;
+    let graph_ms = median_ms(gpu, |_| graph.launch().map_err(driver("launching a graph")))?;
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"tiny_graph_per_op_us\",\"dtype\":\"f32\",\"elements\":{n},\"ops\":{OPS},\"graph_per_op_us\":{:.3},\"eager_per_op_us\":{:.3}}}",
+        graph_ms * 1e3 / OPS as f64,
+        eager_ms * 1e3 / OPS as f64
+    );
     Ok(())
 }

@@ -1,0 +1,627 @@
+//! Run-time dispatch, for frameworks that know their op and element types only at run
+//! time: name the op (`"add"`, `"cast"`, `"add_s"`, `"clamp"`, `"axpy"`, …) and the
+//! operands' [`ElemType`]s, and the call goes to the instantiated kernels, through the same
+//! checks, plan and launch site as the typed API, or to the CPU twin over byte slices.
+//!
+//! ```
+//! use strided_apply::dispatch::{DynOp, HostTensor, HostTensorMut, Scalar};
+//! use strided_apply::{ElemType, Layout};
+//! // out = a + 2.5 (`add_s`: add a scalar on the right) on the CPU twin, over bytes.
+//! let l = Layout::contiguous(&[4])?;
+//! let a: Vec<u8> = bytemuck::cast_slice(&[1.0f32, 2.0, 3.0, 4.0]).to_vec();
+//! let mut out = vec![0u8; 16];
+//! let op = DynOp::new("add_s", &[ElemType::F32, ElemType::F32], &[Scalar::F64(2.5)])?;
+//! op.run_cpu(
+//!     HostTensorMut::new(&mut out, ElemType::F32, &l),
+//!     &[HostTensor::new(&a, ElemType::F32, &l)],
+//! )?;
+//! assert_eq!(bytemuck::cast_slice::<u8, f32>(&out), [3.5, 4.5, 5.5, 6.5]);
+//! # Ok::<(), strided_apply::Error>(())
+//! ```
+//!
+//! On the GPU, the same [`DynOp`] launches over [`RawTensor`]s (`unsafe`: the caller
+//! vouches for its memory, as for [`raw::apply3`](crate::raw::apply3)):
+//! `unsafe { op.launch(&gpu, stream, out, &[a]) }`.
+//!
+//! - **What exists** is listed by [`instances`] (every `kernels!` line of every kernel crate
+//!   linked in: op id, element types output first, module and family). An op id or a type
+//!   combination that is not instantiated is a typed error that lists what is.
+//! - **Op ids** are the first name part of the `kernels!` line (README, "Run-time
+//!   dispatch"). Ops with scalars (`add_s`, `clamp`, `fill`, `axpy`, …) take them as
+//!   [`Scalar`]s, converted to the op's element type (floats round, integers must be exact).
+//! - **Cost**: [`DynOp::new`] finds the family (two hash lookups) and builds the op value;
+//!   keep the `DynOp` to launch it again. Neither allocates.
+
+use crate::api::{check_aliasing, launch_plan, Region};
+use crate::cpu::{region, walk};
+use crate::error::{Error, Operand, Result};
+use crate::gpu::Gpu;
+use crate::layout::Layout;
+use crate::plan::{plan, Plan};
+use crate::raw::RawTensor;
+use cudarc::driver::sys::CUstream;
+pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
+use gpu_kernels::dispatch::{OpValue, INSTANCES};
+use gpu_kernels::elem::ElemType;
+use std::collections::HashMap;
+use std::sync::OnceLock;
+
+/// Operand names in messages, output first.
+const OPERANDS: [Operand; 4] = ["out", "a", "b", "c"];
+
+/// Every instantiated family of every kernel crate linked into the program.
+pub fn instances() -> impl Iterator<Item = &'static Instance> {
+    INSTANCES.iter()
+}
+
+/// Element types as a hash key: count, then each type's discriminant.
+type TypesKey = [u8; 5];
+
+fn types_key(types: &[ElemType]) -> Option<TypesKey> {
+    let mut key = [0u8; 5];
+    if types.is_empty() || types.len() > 4 {
+        return None;
+    }
+    key[0] = types.len() as u8;
+    for (k, t) in key[1..].iter_mut().zip(types) {
+        *k = *t as u8 + 1;
+    }
+    Some(key)
+}
+
+/// The instances of one op id, by element types; `Err` lists the modules of a combination
+/// that two kernel crates both instantiate.
+type ByTypes = HashMap<TypesKey, std::result::Result<&'static Instance, Vec<&'static str>>>;
+
+fn index() -> &'static HashMap<&'static str, ByTypes> {
+    static INDEX: OnceLock<HashMap<&'static str, ByTypes>> = OnceLock::new();
+    INDEX.get_or_init(|| {
+        let mut index: HashMap<&'static str, ByTypes> = HashMap::new();
+        for inst in INSTANCES.iter() {
+            let Some(key) = types_key(inst.types) else {
+                continue;
+            };
+            index
+                .entry(inst.op())
+                .or_default()
+                .entry(key)
+                .and_modify(|e| {
+                    let mut modules = match e {
+                        Ok(first) => vec![first.names.module],
+                        Err(m) => std::mem::take(m),
+                    };
+                    modules.push(inst.names.module);
+                    *e = Err(modules);
+                })
+                .or_insert(Ok(inst));
+        }
+        index
+    })
+}
+
+fn type_list(types: &[ElemType]) -> String {
+    let names: Vec<&str> = types.iter().map(|t| t.name()).collect();
+    format!("({})", names.join(", "))
+}
+
+/// The instance of op `op` over `types` (output first, one per operand).
+pub fn find(op: &str, types: &[ElemType]) -> Result<&'static Instance> {
+    let index = index();
+    let Some(by_types) = index.get(op) else {
+        let mut known: Vec<&str> = index.keys().copied().collect();
+        known.sort_unstable();
+        return Err(Error::UnknownOp {
+            op: op.to_string(),
+            known: known.join(", "),
+        });
+    };
+    match types_key(types).and_then(|k| by_types.get(&k)) {
+        Some(Ok(inst)) => Ok(inst),
+        Some(Err(modules)) => Err(Error::AmbiguousOp {
+            op: op.to_string(),
+            types: type_list(types),
+            modules: modules.join(", "),
+        }),
+        None => {
+            let mut available: Vec<String> = by_types
+                .values()
+                .filter_map(|e| e.as_ref().ok())
+                .map(|i| type_list(i.types))
+                .collect();
+            available.sort_unstable();
+            Err(Error::NotInstantiated {
+                op: op.to_string(),
+                types: type_list(types),
+                available: available.join(", "),
+            })
+        }
+    }
+}
+
+/// An op chosen at run time: its instantiated family and its op value, found and built once.
+#[derive(Clone, Copy, Debug)]
+pub struct DynOp {
+    instance: &'static Instance,
+    value: OpValue,
+}
+
+impl DynOp {
+    /// Op `op` over element types `types` (output first, one per operand), with its
+    /// scalars (none for most ops).
+    pub fn new(op: &str, types: &[ElemType], scalars: &[Scalar]) -> Result<DynOp> {
+        let instance = find(op, types)?;
+        let Some(builder) = (instance.builder)() else {
+            return Err(Error::OpNotBuildable {
+                op: instance.op(),
+                family: instance.family(),
+            });
+        };
+        let value = (builder.build)(scalars).ok_or_else(|| Error::BadScalars {
+            op: instance.op(),
+            types: type_list(instance.types),
+            expected: format!("[{}]", builder.scalars.join(", ")),
+            got: format!("{scalars:?}"),
+        })?;
+        Ok(DynOp { instance, value })
+    }
+
+    /// The family this op launches.
+    pub fn instance(&self) -> &'static Instance {
+        self.instance
+    }
+
+    fn check_count(&self, inputs: usize) -> Result<()> {
+        if inputs != self.instance.inputs() {
+            return Err(Error::InputCount {
+                op: self.instance.op(),
+                expected: self.instance.inputs(),
+                got: inputs,
+            });
+        }
+        Ok(())
+    }
+
+    /// Launches the op on `stream` (the `gpu`'s own when `None`): `out = op(inputs…)`, the
+    /// inputs broadcast to `out`'s shape, with the checks and plan of
+    /// [`raw::apply3`](crate::raw::apply3) and friends.
+    ///
+    /// # Safety
+    /// As for [`raw::apply3`](crate::raw::apply3): every tensor's memory is one live
+    /// allocation of this `gpu`'s context holding values of its element type, kept until
+    /// the work queued on `stream` completes; `stream` is a live stream of that context.
+    pub unsafe fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+    ) -> Result<()> {
+        self.check_count(inputs.len())?;
+        let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
+        // SAFETY: forwarded contract.
+        unsafe {
+            match *inputs {
+                [] => self.launch_n(gpu, stream, [out]),
+                [a] => self.launch_n(gpu, stream, [out, a]),
+                [a, b] => self.launch_n(gpu, stream, [out, a, b]),
+                [a, b, c] => self.launch_n(gpu, stream, [out, a, b, c]),
+                _ => unreachable!("instances have at most 3 inputs (check_count)"),
+            }
+        }
+    }
+
+    /// # Safety
+    /// As [`launch`](Self::launch).
+    unsafe fn launch_n<const N: usize>(
+        &self,
+        gpu: &Gpu,
+        stream: CUstream,
+        t: [RawTensor<'_>; N],
+    ) -> Result<()> {
+        let types = self.instance.types;
+        let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
+        for k in 0..N {
+            layouts[k] = t[k].check(OPERANDS[k], types[k])?;
+        }
+        let plan: Plan<N> = plan(
+            std::array::from_fn(|k| &layouts[k]),
+            std::array::from_fn(|k| OPERANDS[k]),
+        )?;
+        let region = |k: usize| Region {
+            operand: OPERANDS[k],
+            buffer: t[k].ptr,
+            elem_size: types[k].size(),
+            layout: &layouts[k],
+        };
+        let inputs: [Region; N] = std::array::from_fn(region);
+        check_aliasing(&inputs[0], &inputs[1..])?;
+        if plan.numel == 0 {
+            return Ok(());
+        }
+        let ptrs = t.map(|t| t.ptr);
+        let sizes = std::array::from_fn(|k| types[k].size());
+        // SAFETY: the caller vouches for the memory; the checks above proved the element
+        // types, the aliasing rules and that offsets do not overflow; the op value was built
+        // by this instance's builder, so it is the `OpArg` its kernels take.
+        unsafe {
+            launch_plan(
+                gpu,
+                &self.instance.names,
+                self.value.as_ptr().cast(),
+                &plan,
+                ptrs,
+                sizes,
+                stream,
+            )
+        }
+    }
+
+    /// The CPU twin of [`launch`](Self::launch) over host byte slices: the same plan and
+    /// the same op code.
+    pub fn run_cpu(&self, out: HostTensorMut<'_>, inputs: &[HostTensor<'_>]) -> Result<()> {
+        self.check_count(inputs.len())?;
+        match inputs.len() {
+            0 => self.run_n::<1>(out, inputs),
+            1 => self.run_n::<2>(out, inputs),
+            2 => self.run_n::<3>(out, inputs),
+            3 => self.run_n::<4>(out, inputs),
+            _ => unreachable!("instances have at most 3 inputs (check_count)"),
+        }
+    }
+
+    /// [`run_cpu`](Self::run_cpu) with `N - 1 == inputs.len()` (checked by the caller).
+    fn run_n<const N: usize>(
+        &self,
+        out: HostTensorMut<'_>,
+        inputs: &[HostTensor<'_>],
+    ) -> Result<()> {
+        let types = self.instance.types;
+        out.as_ref().check(OPERANDS[0], types[0])?;
+        for (k, t) in inputs.iter().enumerate() {
+            t.check(OPERANDS[k + 1], types[k + 1])?;
+        }
+        let layouts: [&Layout; N] = std::array::from_fn(|k| {
+            if k == 0 {
+                out.layout
+            } else {
+                inputs[k - 1].layout
+            }
+        });
+        let plan: Plan<N> = plan(layouts, std::array::from_fn(|k| OPERANDS[k]))?;
+        // Inputs are shared borrows and the output a unique one, so they cannot overlap;
+        // this proves the output does not overlap itself.
+        check_aliasing(&region("out", out.data, out.layout), &[])?;
+        if plan.numel == 0 {
+            return Ok(());
+        }
+        let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
+        let out_base = out.data.as_mut_ptr();
+        let bases: [*mut u8; N] = std::array::from_fn(|k| {
+            let data = if k == 0 {
+                out_base
+            } else {
+                inputs[k - 1].data.as_ptr().cast_mut()
+            };
+            data.wrapping_add(plan.base[k] * sizes[k])
+        });
+        let (row, value) = (self.instance.row, self.value);
+        // SAFETY: `check` proved every offset of the plan inside its slice and the slices
+        // aligned for their element types; the output offsets are distinct per index (no
+        // internal overlap) and the output (a unique borrow) cannot overlap the inputs
+        // (shared borrows), which are only read; `value` was built for this instance.
+        unsafe {
+            walk(&plan, bases, sizes, |ptrs, steps, len| {
+                let mut p = [std::ptr::null_mut(); 4];
+                let mut s = [0isize; 4];
+                p[..N].copy_from_slice(&ptrs);
+                s[..N].copy_from_slice(&steps);
+                row(&value, len, p, s)
+            });
+        }
+        Ok(())
+    }
+}
+
+/// `out = op(inputs…)` on the GPU, the op named at run time: [`DynOp::new`] with the
+/// tensors' element types, then [`DynOp::launch`].
+///
+/// # Safety
+/// As [`DynOp::launch`].
+pub unsafe fn apply(
+    gpu: &Gpu,
+    stream: Option<CUstream>,
+    op: &str,
+    scalars: &[Scalar],
+    out: RawTensor<'_>,
+    inputs: &[RawTensor<'_>],
+) -> Result<()> {
+    let op = DynOp::new(
+        op,
+        &elem_types(out.elem, inputs.iter().map(|t| t.elem))?,
+        scalars,
+    )?;
+    // SAFETY: forwarded contract.
+    unsafe { op.launch(gpu, stream, out, inputs) }
+}
+
+/// The CPU twin of [`apply`]: [`DynOp::new`] with the slices' element types, then
+/// [`DynOp::run_cpu`].
+pub fn apply_cpu(
+    op: &str,
+    scalars: &[Scalar],
+    out: HostTensorMut<'_>,
+    inputs: &[HostTensor<'_>],
+) -> Result<()> {
+    let op = DynOp::new(
+        op,
+        &elem_types(out.elem, inputs.iter().map(|t| t.elem))?,
+        scalars,
+    )?;
+    op.run_cpu(out, inputs)
+}
+
+/// The element types of an output and its inputs, on the stack.
+fn elem_types(out: ElemType, inputs: impl ExactSizeIterator<Item = ElemType>) -> Result<TypesBuf> {
+    let n = inputs.len();
+    if n > 3 {
+        return Err(Error::InputCount {
+            op: "(any)",
+            expected: 3,
+            got: n,
+        });
+    }
+    let mut buf = TypesBuf {
+        types: [out; 4],
+        len: n + 1,
+    };
+    for (slot, t) in buf.types[1..].iter_mut().zip(inputs) {
+        *slot = t;
+    }
+    Ok(buf)
+}
+
+struct TypesBuf {
+    types: [ElemType; 4],
+    len: usize,
+}
+
+impl std::ops::Deref for TypesBuf {
+    type Target = [ElemType];
+    fn deref(&self) -> &[ElemType] {
+        &self.types[..self.len]
+    }
+}
+
+/// A strided tensor over host bytes, for the CPU twin of run-time dispatch: the bytes hold
+/// elements of type `elem` (aligned for it), `layout` counts in elements from the start.
+#[derive(Clone, Copy, Debug)]
+pub struct HostTensor<'a> {
+    pub data: &'a [u8],
+    pub elem: ElemType,
+    pub layout: &'a Layout,
+}
+
+/// The output of the CPU twin of run-time dispatch (see [`HostTensor`]).
+#[derive(Debug)]
+pub struct HostTensorMut<'a> {
+    pub data: &'a mut [u8],
+    pub elem: ElemType,
+    pub layout: &'a Layout,
+}
+
+impl<'a> HostTensor<'a> {
+    pub fn new(data: &'a [u8], elem: ElemType, layout: &'a Layout) -> Self {
+        HostTensor { data, elem, layout }
+    }
+
+    fn check(&self, operand: Operand, expected: ElemType) -> Result<()> {
+        if self.elem != expected {
+            return Err(Error::type_mismatch(operand, expected, self.elem));
+        }
+        let size = self.elem.size();
+        let ptr = self.data.as_ptr() as u64;
+        if !ptr.is_multiple_of(size as u64) {
+            return Err(Error::Misaligned {
+                operand,
+                ptr,
+                align: size,
+            });
+        }
+        self.layout.check_in(self.data.len() / size, operand)?;
+        Ok(())
+    }
+}
+
+impl<'a> HostTensorMut<'a> {
+    pub fn new(data: &'a mut [u8], elem: ElemType, layout: &'a Layout) -> Self {
+        HostTensorMut { data, elem, layout }
+    }
+
+    fn as_ref(&self) -> HostTensor<'_> {
+        HostTensor {
+            data: self.data,
+            elem: self.elem,
+            layout: self.layout,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpu_kernels::ops::{Add, Clamp};
+    use ElemType::*;
+
+    fn bytes<T: bytemuck::Pod>(v: &[T]) -> Vec<u8> {
+        bytemuck::cast_slice(v).to_vec()
+    }
+
+    #[test]
+    fn run_time_ops_match_the_typed_twin_on_strided_layouts() {
+        let a: Vec<f32> = (0..12).map(|x| x as f32 * 0.5 - 2.0).collect();
+        let la = Layout::contiguous(&[3, 4])
+            .unwrap()
+            .transpose(0, 1)
+            .unwrap();
+        let b: Vec<f32> = vec![10.0, 20.0, 30.0];
+        let lb = Layout::contiguous(&[3]).unwrap();
+        let lo = Layout::contiguous(&[4, 3]).unwrap();
+
+        let mut want = vec![0.0f32; 12];
+        crate::cpu::apply3(Add, (&mut want, &lo), (&a, &la), (&b, &lb)).unwrap();
+        let mut got = vec![0u8; 48];
+        let (ab, bb) = (bytes(&a), bytes(&b));
+        apply_cpu(
+            "add",
+            &[],
+            HostTensorMut::new(&mut got, F32, &lo),
+            &[
+                HostTensor::new(&ab, F32, &la),
+                HostTensor::new(&bb, F32, &lb),
+            ],
+        )
+        .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&got), want);
+
+        let mut want = vec![0.0f32; 12];
+        crate::cpu::apply2(
+            Clamp {
+                lo: -1.0f32,
+                hi: 1.0,
+            },
+            (&mut want, &lo),
+            (&a, &la),
+        )
+        .unwrap();
+        let clamp = DynOp::new("clamp", &[F32, F32], &[Scalar::I64(-1), Scalar::F64(1.0)]).unwrap();
+        clamp
+            .run_cpu(
+                HostTensorMut::new(&mut got, F32, &lo),
+                &[HostTensor::new(&ab, F32, &la)],
+            )
+            .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&got), want);
+    }
+
+    #[test]
+    fn mixed_types_casts_and_in_place_ops_dispatch() {
+        let a = [crate::bf16::from_f32(1.5), crate::bf16::from_f32(-2.0)];
+        let b = [0.25f32, 4.0];
+        let l = Layout::contiguous(&[2]).unwrap();
+        let mut out = vec![0u8; 8];
+        let (ab, bb) = (bytes(&a), bytes(&b));
+        apply_cpu(
+            "mul",
+            &[],
+            HostTensorMut::new(&mut out, F32, &l),
+            &[
+                HostTensor::new(&ab, BF16, &l),
+                HostTensor::new(&bb, F32, &l),
+            ],
+        )
+        .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&out), [0.375, -8.0]);
+        let mut o8 = vec![0u8; 2];
+        apply_cpu(
+            "cast",
+            &[],
+            HostTensorMut::new(&mut o8, U8, &l),
+            &[HostTensor::new(&bb, F32, &l)],
+        )
+        .unwrap();
+        assert_eq!(o8, [0, 4]);
+        // apply1 in place with a scalar: x *= 3.
+        let mut x = bytes(&[2i32, -5]);
+        apply_cpu(
+            "mul_assign_s",
+            &[Scalar::I64(3)],
+            HostTensorMut::new(&mut x, I32, &l),
+            &[],
+        )
+        .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, i32>(&x), [6, -15]);
+    }
+
+    #[test]
+    fn bad_run_time_requests_are_typed_errors() {
+        let err = |r: Result<DynOp>| r.expect_err("must fail").to_string();
+        let e = err(DynOp::new("plus", &[F32, F32, F32], &[]));
+        assert!(e.contains("`plus`") && e.contains("add"), "{e}");
+        let e = err(DynOp::new("add", &[F32, F32, I32], &[]));
+        assert!(
+            e.contains("(f32, f32, i32)") && e.contains("(f32, f32, f32)"),
+            "{e}"
+        );
+        let e = err(DynOp::new("add", &[F32, F32], &[]));
+        assert!(e.contains("not instantiated"), "{e}");
+        let e = err(DynOp::new("add_s", &[U8, U8], &[Scalar::I64(300)]));
+        assert!(e.contains("[scalar]") && e.contains("300"), "{e}");
+        let e = err(DynOp::new("clamp", &[F32, F32], &[Scalar::F64(0.0)]));
+        assert!(e.contains("[lo, hi]"), "{e}");
+        let e = err(DynOp::new("add", &[], &[]));
+        assert!(e.contains("()"), "{e}");
+
+        let l = Layout::contiguous(&[2]).unwrap();
+        let add = DynOp::new("add", &[F32, F32, F32], &[]).unwrap();
+        let (a, mut o) = (vec![0u8; 8], vec![0u8; 8]);
+        let e = add
+            .run_cpu(
+                HostTensorMut::new(&mut o, F32, &l),
+                &[HostTensor::new(&a, F32, &l)],
+            )
+            .unwrap_err();
+        assert!(
+            matches!(
+                e,
+                Error::InputCount {
+                    expected: 2,
+                    got: 1,
+                    ..
+                }
+            ),
+            "{e}"
+        );
+        let e = add
+            .run_cpu(
+                HostTensorMut::new(&mut o, F32, &l),
+                &[HostTensor::new(&a, F32, &l), HostTensor::new(&a, I32, &l)],
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::TypeMismatch { operand: "b", .. }), "{e}");
+        let short = Layout::contiguous(&[3]).unwrap();
+        let e = add
+            .run_cpu(
+                HostTensorMut::new(&mut o, F32, &l),
+                &[
+                    HostTensor::new(&a, F32, &short),
+                    HostTensor::new(&a, F32, &l),
+                ],
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::OutOfBounds { operand: "a", .. }), "{e}");
+        // A heap buffer (aligned by the allocator), so that one byte in is misaligned.
+        #[allow(clippy::useless_vec)]
+        let odd = vec![0u8; 9];
+        let e = add
+            .run_cpu(
+                HostTensorMut::new(&mut o, F32, &l),
+                &[
+                    HostTensor::new(&odd[1..], F32, &l),
+                    HostTensor::new(&a, F32, &l),
+                ],
+            )
+            .unwrap_err();
+        assert!(matches!(e, Error::Misaligned { operand: "a", .. }), "{e}");
+    }
+
+    #[test]
+    fn every_instance_is_found_by_its_op_and_types() {
+        let mut n = 0;
+        for inst in instances() {
+            let found = find(inst.op(), inst.types).unwrap();
+            assert!(std::ptr::eq(found, inst), "{inst:?}");
+            n += 1;
+        }
+        assert!(n >= 491, "{n} instances");
+    }
+}
