@@ -328,15 +328,41 @@ fn dispatch_close(t: strided_apply::ElemType, inexact: bool, a: &[u8], b: &[u8])
     if a == b {
         return true;
     }
-    let (vals, eps): (Box<dyn Fn(&[u8]) -> Vec<f64>>, f64) = match t {
-        ElemType::F32 => (Box::new(|x| x.chunks(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64).collect()), f32::EPSILON as f64),
-        ElemType::F64 => (Box::new(|x| x.chunks(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8]))).collect()), f64::EPSILON),
-        ElemType::F16 => (Box::new(|x| x.chunks(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f64()).collect()), f16::EPSILON.to_f64()),
-        ElemType::BF16 => (Box::new(|x| x.chunks(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f64()).collect()), bf16::EPSILON.to_f64()),
-        _ => return false,
+    // The values as f64 and the type's epsilon; integer and bool outputs must be equal bytes.
+    let floats = |x: &[u8]| -> Option<(Vec<f64>, f64)> {
+        Some(match t {
+            ElemType::F32 => (
+                x.chunks(4)
+                    .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]) as f64)
+                    .collect(),
+                f32::EPSILON as f64,
+            ),
+            ElemType::F64 => (
+                x.chunks(8)
+                    .map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])))
+                    .collect(),
+                f64::EPSILON,
+            ),
+            ElemType::F16 => (
+                x.chunks(2)
+                    .map(|c| f16::from_le_bytes([c[0], c[1]]).to_f64())
+                    .collect(),
+                f16::EPSILON.to_f64(),
+            ),
+            ElemType::BF16 => (
+                x.chunks(2)
+                    .map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f64())
+                    .collect(),
+                bf16::EPSILON.to_f64(),
+            ),
+            _ => return None,
+        })
+    };
+    let (Some((va, eps)), Some((vb, _))) = (floats(a), floats(b)) else {
+        return false;
     };
     let tol = if inexact { 4.0 * eps } else { 0.0 };
-    vals(a).iter().zip(vals(b)).all(|(&x, y)| {
+    va.iter().zip(vb).all(|(&x, y)| {
         (x.is_nan() && y.is_nan())
             || x.to_bits() == y.to_bits()
             || (inexact && (x - y).abs() <= tol * x.abs().max(y.abs()))
@@ -355,14 +381,25 @@ fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
     let mut rng = Rng(0xd15);
     let (mut families, mut launches) = (0usize, 0usize);
     for inst in dispatch::instances() {
-        let float = matches!(inst.types[0], strided_apply::ElemType::F32 | strided_apply::ElemType::F64 | strided_apply::ElemType::F16 | strided_apply::ElemType::BF16);
-        let scalar = if float { Scalar::F64(0.5) } else { Scalar::I64(3) };
+        let float = matches!(
+            inst.types[0],
+            strided_apply::ElemType::F32
+                | strided_apply::ElemType::F64
+                | strided_apply::ElemType::F16
+                | strided_apply::ElemType::BF16
+        );
+        let scalar = if float {
+            Scalar::F64(0.5)
+        } else {
+            Scalar::I64(3)
+        };
         let builder = (inst.builder)().ok_or_else(|| format!("{inst:?}: no builder"))?;
         let scalars = vec![scalar; builder.scalars.len()];
         let op = DynOp::new(inst.op(), inst.types, &scalars).map_err(e)?;
         let inexact = (inst.tolerance)() != Some(strided_apply::ops::Tolerance::Exact);
         for case in cases(inst.inputs()) {
-            let ops: Vec<&common::Operand> = std::iter::once(&case.out).chain(&case.inputs).collect();
+            let ops: Vec<&common::Operand> =
+                std::iter::once(&case.out).chain(&case.inputs).collect();
             let host: Vec<Vec<u8>> = ops
                 .iter()
                 .zip(inst.types)
@@ -386,7 +423,8 @@ fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
                 .collect();
             // SAFETY: every view was checked against its buffer's length by `cases`, and the
             // buffers live until `to_vec` below synchronises.
-            unsafe { op.launch(gpu, None, raw[0], &raw[1..]) }.map_err(|x| format!("{inst:?} / {}: {x}", case.name))?;
+            unsafe { op.launch(gpu, None, raw[0], &raw[1..]) }
+                .map_err(|x| format!("{inst:?} / {}: {x}", case.name))?;
             let got = dev[0].to_vec(gpu).map_err(e)?;
             let mut want = host[0].clone();
             let inputs: Vec<HostTensor> = ops[1..]
@@ -395,8 +433,11 @@ fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
                 .zip(&inst.types[1..])
                 .map(|((o, h), &t)| HostTensor::new(h, t, &o.layout))
                 .collect();
-            op.run_cpu(HostTensorMut::new(&mut want, inst.types[0], &case.out.layout), &inputs)
-                .map_err(|x| format!("{inst:?} / {}: CPU: {x}", case.name))?;
+            op.run_cpu(
+                HostTensorMut::new(&mut want, inst.types[0], &case.out.layout),
+                &inputs,
+            )
+            .map_err(|x| format!("{inst:?} / {}: CPU: {x}", case.name))?;
             if !dispatch_close(inst.types[0], inexact, &got, &want) {
                 return Err(format!("{inst:?} / {}: GPU and CPU twin differ", case.name));
             }
@@ -422,20 +463,37 @@ fn graph_capture_replays(gpu: &Gpu) -> TestResult {
     let d = |e: strided_apply::cudarc::driver::DriverError| e.to_string();
     let (rows, cols) = (48usize, 64usize);
     let mut rng = Rng(0x6a4);
-    let x0: Vec<f32> = (0..rows * cols).map(|_| (rng.next() % 1024) as f32 / 64.0).collect();
-    let b: Vec<f32> = (0..rows * cols).map(|_| (rng.next() % 256) as f32 / 32.0).collect();
+    let x0: Vec<f32> = (0..rows * cols)
+        .map(|_| (rng.next() % 1024) as f32 / 64.0)
+        .collect();
+    let b: Vec<f32> = (0..rows * cols)
+        .map(|_| (rng.next() % 256) as f32 / 32.0)
+        .collect();
     // Typed ops and a run-time one, every family loaded before the capture.
-    let add_s = DynOp::new("add_s", &[ElemType::F32, ElemType::F32], &[Scalar::F64(0.5)]).map_err(e)?;
-    let scale = Rhs { op: Mul, s: 0.75f32 };
-    gpu.preload_kernels(&<Add as Kernels3<f32, f32, f32>>::NAMES).map_err(e)?;
-    gpu.preload_kernels(&<Rhs<Mul, f32> as Kernels2<f32, f32>>::NAMES).map_err(e)?;
+    let add_s = DynOp::new(
+        "add_s",
+        &[ElemType::F32, ElemType::F32],
+        &[Scalar::F64(0.5)],
+    )
+    .map_err(e)?;
+    let scale = Rhs {
+        op: Mul,
+        s: 0.75f32,
+    };
+    gpu.preload_kernels(&<Add as Kernels3<f32, f32, f32>>::NAMES)
+        .map_err(e)?;
+    gpu.preload_kernels(&<Rhs<Mul, f32> as Kernels2<f32, f32>>::NAMES)
+        .map_err(e)?;
     gpu.preload_kernels(&add_s.instance().names).map_err(e)?;
     let sn = <Shift<1, 0, 0> as StencilKernels<f32>>::NAMES;
     gpu.kernel(sn.module, sn.s32).map_err(e)?;
 
     let mut acc = DeviceTensor::from_slice(gpu, &x0, &[rows, cols]).map_err(e)?;
     let mut tmp = DeviceTensor::<f32>::zeros(gpu, &[rows, cols]).map_err(e)?;
-    let bt = DeviceTensor::from_slice(gpu, &b, &[cols, rows]).map_err(e)?.transpose(0, 1).map_err(e)?;
+    let bt = DeviceTensor::from_slice(gpu, &b, &[cols, rows])
+        .map_err(e)?
+        .transpose(0, 1)
+        .map_err(e)?;
     gpu.synchronize().map_err(e)?;
     let shape = [rows, cols];
     let strides = [cols as isize, 1];
@@ -453,7 +511,8 @@ fn graph_capture_replays(gpu: &Gpu) -> TestResult {
     let queued: Result<(), Error> = (|| {
         for i in 0..25 {
             let _ = i;
-            strided_apply::apply3(gpu, Add, &mut acc, &acc.clone(), &bt)?;
+            let cur = acc.clone(); // the same buffer and layout: element-wise in place
+            strided_apply::apply3(gpu, Add, &mut acc, &cur, &bt)?;
             // SAFETY: `acc` is a live buffer of this Gpu holding rows × cols f32, in place.
             unsafe { add_s.launch(gpu, None, raw(&acc), &[raw(&acc)])? };
             stencil::apply(gpu, Shift::<1, 0, 0>, &mut tmp, &acc, &[1])?;
@@ -471,7 +530,10 @@ fn graph_capture_replays(gpu: &Gpu) -> TestResult {
 
     // The CPU twin of the same 100 steps.
     let l = Layout::contiguous(&shape).map_err(e)?;
-    let lbt = Layout::contiguous(&[cols, rows]).map_err(e)?.transpose(0, 1).map_err(e)?;
+    let lbt = Layout::contiguous(&[cols, rows])
+        .map_err(e)?
+        .transpose(0, 1)
+        .map_err(e)?;
     let mut want = x0.clone();
     let mut t = vec![0.0f32; rows * cols];
     for _ in 0..25 {
@@ -479,7 +541,10 @@ fn graph_capture_replays(gpu: &Gpu) -> TestResult {
         cpu::apply3(Add, (&mut want, &l), (&cur, &l), (&b, &lbt)).map_err(e)?;
         let cur: Vec<u8> = bytemuck::cast_slice(&want).to_vec();
         add_s
-            .run_cpu(HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), ElemType::F32, &l), &[HostTensor::new(&cur, ElemType::F32, &l)])
+            .run_cpu(
+                HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), ElemType::F32, &l),
+                &[HostTensor::new(&cur, ElemType::F32, &l)],
+            )
             .map_err(e)?;
         stencil::apply_cpu(Shift::<1, 0, 0>, (&mut t, &l), (&want, &l), &[1]).map_err(e)?;
         cpu::apply2(scale, (&mut want, &l), (&t, &l)).map_err(e)?;
@@ -487,15 +552,21 @@ fn graph_capture_replays(gpu: &Gpu) -> TestResult {
     // Replay twice, each from the initial values (copied in outside the graph).
     for replay in 0..2 {
         let fresh = DeviceTensor::from_slice(gpu, &x0, &[rows, cols]).map_err(e)?;
-        gpu.copy_buffer(acc.buffer(), fresh.buffer(), rows * cols * 4).map_err(e)?;
+        gpu.copy_buffer(acc.buffer(), fresh.buffer(), rows * cols * 4)
+            .map_err(e)?;
         graph.launch().map_err(d)?;
         gpu.synchronize().map_err(e)?;
         let got = acc.to_vec(gpu).map_err(e)?;
         if let Some(i) = (0..got.len()).find(|&i| got[i].to_bits() != want[i].to_bits()) {
-            return Err(format!("replay {replay}: element {i}: {} on the GPU, {} on the CPU twin", got[i], want[i]));
+            return Err(format!(
+                "replay {replay}: element {i}: {} on the GPU, {} on the CPU twin",
+                got[i], want[i]
+            ));
         }
     }
-    Ok(format!("{launched} launches captured, 2 replays bit-identical to the CPU twin"))
+    Ok(format!(
+        "{launched} launches captured, 2 replays bit-identical to the CPU twin"
+    ))
 }
 
 /// DLPack out and back in (a `DeviceTensor` exported without a copy, imported, launched
@@ -507,7 +578,11 @@ fn dlpack_and_ndarray_round_trips(gpu: &Gpu) -> TestResult {
     let e = |e: Error| e.to_string();
     let a: Vec<f32> = (0..24).map(|x| x as f32).collect();
     let da = DeviceTensor::from_slice(gpu, &a, &[4, 6]).map_err(e)?;
-    let view = da.slice(1, Some(5), None, -2).map_err(e)?.transpose(0, 1).map_err(e)?; // 3×4
+    let view = da
+        .slice(1, Some(5), None, -2)
+        .map_err(e)?
+        .transpose(0, 1)
+        .map_err(e)?; // 3×4
     let out = DeviceTensor::<f32>::zeros(gpu, &[3, 4]).map_err(e)?;
     let refs = std::sync::Arc::strong_count(da.buffer());
     // SAFETY: `to_dlpack` gives owned managed tensors, handed over at once.
@@ -520,12 +595,29 @@ fn dlpack_and_ndarray_round_trips(gpu: &Gpu) -> TestResult {
     if std::sync::Arc::strong_count(da.buffer()) != refs + 1 {
         return Err("the export does not hold the buffer".into());
     }
-    let op = DynOp::new("mul_s", &[dout.elem(), dv.elem()], &[strided_apply::dispatch::Scalar::F64(2.0)]).map_err(e)?;
+    let op = DynOp::new(
+        "mul_s",
+        &[dout.elem(), dv.elem()],
+        &[strided_apply::dispatch::Scalar::F64(2.0)],
+    )
+    .map_err(e)?;
     // SAFETY: both tensors are this Gpu's live buffers, held until the sync below.
-    unsafe { op.launch(gpu, None, dout.raw_on(gpu, "out").map_err(e)?, &[dv.raw_on(gpu, "a").map_err(e)?]) }
-        .map_err(e)?;
+    unsafe {
+        op.launch(
+            gpu,
+            None,
+            dout.raw_on(gpu, "out").map_err(e)?,
+            &[dv.raw_on(gpu, "a").map_err(e)?],
+        )
+    }
+    .map_err(e)?;
     let got = out.to_vec(gpu).map_err(e)?;
-    let want: Vec<f32> = view.to_vec(gpu).map_err(e)?.iter().map(|x| 2.0 * x).collect();
+    let want: Vec<f32> = view
+        .to_vec(gpu)
+        .map_err(e)?
+        .iter()
+        .map(|x| 2.0 * x)
+        .collect();
     if got != want {
         return Err(format!("DLPack launch: got {got:?}, want {want:?}"));
     }
@@ -1821,9 +1913,18 @@ const BIG: [&str; 3] = [
 fn main() {
     let tests: [GpuTest; 22] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
-        ("gpu_run_time_dispatch_every_family_matches_cpu_twin", dispatch_all_instances),
-        ("gpu_graph_capture_of_100_launches_replays", graph_capture_replays),
-        ("gpu_dlpack_and_ndarray_round_trips", dlpack_and_ndarray_round_trips),
+        (
+            "gpu_run_time_dispatch_every_family_matches_cpu_twin",
+            dispatch_all_instances,
+        ),
+        (
+            "gpu_graph_capture_of_100_launches_replays",
+            graph_capture_replays,
+        ),
+        (
+            "gpu_dlpack_and_ndarray_round_trips",
+            dlpack_and_ndarray_round_trips,
+        ),
         ("gpu_two_byte_tiles_match_cpu_twin", two_byte_tiles),
         (
             "gpu_16bit_floats_exhaustive_bit_identical",

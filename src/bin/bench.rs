@@ -59,7 +59,14 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("mixed", &["mixed_broadcast_row", "mixed_contiguous"]),
     ("divmul", &["fused_divmul", "three_kernel_divmul"]),
     ("stencil", &["stencil_laplacian2"]),
-    ("tiny", &["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"]),
+    (
+        "tiny",
+        &[
+            "tiny_add_host_us",
+            "tiny_dispatch_host_us",
+            "tiny_graph_per_op_us",
+        ],
+    ),
 ];
 
 /// Whether `--only` (`only`) selects `group` (see [`GROUPS`]).
@@ -221,12 +228,24 @@ fn bench3_dlpack(
     let launch = |i: usize| -> Result<()> {
         let (a, b, c, _) = &tensors[i % sets];
         // SAFETY: the imported tensors are this Gpu's live buffers, held by `tensors`.
-        unsafe { op.launch(gpu, None, c.raw_on(gpu, "out")?, &[a.raw_on(gpu, "a")?, b.raw_on(gpu, "b")?]) }
+        unsafe {
+            op.launch(
+                gpu,
+                None,
+                c.raw_on(gpu, "out")?,
+                &[a.raw_on(gpu, "a")?, b.raw_on(gpu, "b")?],
+            )
+        }
     };
     launch(0)?;
     let got = tensors[0].3.buffer_to_vec(gpu)?;
     let mut want = vec![f32::NAN; n];
-    cpu::apply3(ops::Add, (&mut want, out), (&a.host, &a.layout), (&b.host, &b.layout))?;
+    cpu::apply3(
+        ops::Add,
+        (&mut want, out),
+        (&a.host, &a.layout),
+        (&b.host, &b.layout),
+    )?;
     let check = check_label(&got, &want);
     let ms = median_ms(gpu, launch)?;
     report(case, "f32", n, bytes, ms, &check);

@@ -381,7 +381,11 @@ impl PtxBuild {
             // and the original beside it as `Cargo.toml.orig`: hash the original (under the
             // name `Cargo.toml`), so a published crate matches its committed snapshot.
             let orig = dir.join("Cargo.toml.orig");
-            let manifest = if orig.is_file() { orig } else { dir.join("Cargo.toml") };
+            let manifest = if orig.is_file() {
+                orig
+            } else {
+                dir.join("Cargo.toml")
+            };
             let mut own = vec![manifest];
             collect_rs(&dir.join("src"), &mut own)?;
             // Paths relative to their crate, so the hash does not depend on the checkout.
