@@ -36,6 +36,11 @@
 //! # Ok::<(), strided_apply::Error>(())
 //! ```
 
+//!
+//! Features: `dispatch` (run-time dispatch by op id and element types, and DLPack, for
+//! frameworks: modules `dispatch` and `dlpack`) and `ndarray` (the CPU twin and device
+//! tensors over ndarray arrays: module `nd`). Both are off by default.
+
 pub use gpu_kernels;
 pub use host::*;
 

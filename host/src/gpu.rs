@@ -7,7 +7,7 @@ use gpu_kernels::{KernelNames, Variant};
 use std::collections::HashMap;
 use std::ffi::c_void;
 use std::sync::{Arc, RwLock};
-use strided_apply_image::{family_of, Image, ImageError, Kind, Target};
+use strided_apply_image::{family_of, Decoder, Image, ImageError, Kind, Target};
 
 /// The kernel image of one kernel crate (from `strided-apply-builder`): cubins for several
 /// SM versions and PTX, one compressed frame per kernel family, decoded and loaded on the
@@ -95,13 +95,13 @@ fn built_list(targets: &[Target]) -> String {
         .join(", ")
 }
 
-/// A registered module: its parsed image, the target chosen for the device, and the
-/// decoded dictionary of that target (once).
+/// A registered module: its parsed image, the target chosen for the device, and a decoder
+/// for that target with its dictionary decoded and parsed (once, on the first family).
 struct Registered {
     image: ModuleImage,
     parsed: std::result::Result<Image<'static>, ImageError>,
     choice: Option<usize>,
-    dictionary: std::sync::OnceLock<std::result::Result<Option<Vec<u8>>, ImageError>>,
+    decoder: std::sync::OnceLock<std::result::Result<std::sync::Mutex<Decoder>, ImageError>>,
     loads: std::sync::Mutex<Vec<FamilyLoad>>,
 }
 
@@ -236,7 +236,7 @@ impl Gpu {
             image,
             parsed,
             choice,
-            dictionary: Default::default(),
+            decoder: Default::default(),
             loads: Default::default(),
         };
         if let Ok(mut m) = self.images.write() {
@@ -362,14 +362,17 @@ impl Gpu {
         };
         let f = image.family(family).ok_or_else(missing)?;
         let start = std::time::Instant::now();
-        let dict = reg
-            .dictionary
-            .get_or_init(|| image.dictionary(t))
+        let decoder = reg
+            .decoder
+            .get_or_init(|| image.decoder(t).map(std::sync::Mutex::new))
             .as_ref()
             .map_err(corrupt)?;
-        let code = image
-            .decode(f, t, dict.as_deref())
-            .map_err(|e| corrupt(&e))?;
+        let code = {
+            // A poisoned lock only means another thread's decode panicked inside the guard
+            // of `decode_with`; the decoder resets for every frame.
+            let mut dec = decoder.lock().unwrap_or_else(|p| p.into_inner());
+            image.decode_with(f, t, &mut dec).map_err(|e| corrupt(&e))?
+        };
         if code.is_empty() {
             return Err(missing());
         }
