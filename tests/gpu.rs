@@ -372,8 +372,8 @@ fn dispatch_close(t: strided_apply::ElemType, inexact: bool, a: &[u8], b: &[u8])
 /// Every instantiated family, named at run time (`dispatch::DynOp`), over the layout
 /// classes of the conformance table: the GPU launch and the CPU twin of the same `DynOp`
 /// over random bytes, bit-identical (within 4 ulp where the op's tolerance is in ulps:
-/// transcendentals, fused expressions). Scalars are
-/// 3 (or 0.5 for floats) for every scalar an op takes.
+/// transcendentals, fused expressions). Every scalar an op takes is 3 (0.5 for floats,
+/// `true` for bool).
 fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
     use strided_apply::dispatch::{self, DynOp, HostTensor, HostTensorMut, Scalar};
     use strided_apply::raw::RawTensor;
@@ -381,17 +381,11 @@ fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
     let mut rng = Rng(0xd15);
     let (mut families, mut launches) = (0usize, 0usize);
     for inst in dispatch::instances() {
-        let float = matches!(
-            inst.types[0],
-            strided_apply::ElemType::F32
-                | strided_apply::ElemType::F64
-                | strided_apply::ElemType::F16
-                | strided_apply::ElemType::BF16
-        );
-        let scalar = if float {
-            Scalar::F64(0.5)
-        } else {
-            Scalar::I64(3)
+        use strided_apply::ElemType as E;
+        let scalar = match inst.types[0] {
+            E::F32 | E::F64 | E::F16 | E::BF16 => Scalar::F64(0.5),
+            E::Bool => Scalar::Bool(true),
+            _ => Scalar::I64(3),
         };
         let builder = (inst.builder)().ok_or_else(|| format!("{inst:?}: no builder"))?;
         let scalars = vec![scalar; builder.scalars.len()];
