@@ -71,14 +71,9 @@ fn inner_steps<const N: usize>(plan: &Plan<N>) -> [isize; N] {
 
 /// A host slice as an operand of the aliasing checks.
 pub(crate) fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
-    region_at::<T>(operand, data.as_ptr() as u64, layout)
-}
-
-/// Host memory at `addr` as an operand of the aliasing checks.
-pub(crate) fn region_at<'a, T>(operand: &'static str, addr: u64, layout: &'a Layout) -> Region<'a> {
     Region {
         operand,
-        buffer: addr,
+        buffer: data.as_ptr() as u64,
         elem_size: size_of::<T>(),
         layout,
     }
@@ -92,7 +87,7 @@ pub(crate) fn region_at<'a, T>(operand: &'static str, addr: u64, layout: &'a Lay
 /// For every offset of the plan, `bases[k]` moved by it stays inside operand `k`'s
 /// allocation; distinct indices reach distinct output elements (runs of different tasks
 /// write disjoint elements), and the output does not overlap the inputs.
-pub(crate) unsafe fn walk<const N: usize>(
+unsafe fn walk<const N: usize>(
     plan: &Plan<N>,
     bases: [*mut u8; N],
     sizes: [usize; N],
@@ -106,6 +101,41 @@ pub(crate) unsafe fn walk<const N: usize>(
             std::array::from_fn(|k| unsafe { bases[k].get().offset(off[k] * sizes[k] as isize) });
         row(ptrs, steps, len)
     });
+}
+
+/// The CPU twin from buffer starts: plans `layouts` (output first), checks that the output
+/// does not overlap itself, and runs `row` over the plan ([`walk`]) from `data[k]`, the
+/// address operand `k`'s layout counts from (`sizes[k]` bytes per element).
+///
+/// # Safety
+/// Every offset each layout reaches, from its `data`, is an element of one live
+/// allocation, initialised for the inputs; no input element is an output element, nothing
+/// else accesses the output's elements during the call, and `row` is sound on such runs.
+pub(crate) unsafe fn run_layouts<const N: usize>(
+    layouts: [&Layout; N],
+    data: [*mut u8; N],
+    sizes: [usize; N],
+    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
+) -> Result<()> {
+    const NAMES: [&str; 4] = ["out", "a", "b", "c"];
+    let plan: Plan<N> = plan(layouts, std::array::from_fn(|k| NAMES[k]))?;
+    let out = Region {
+        operand: "out",
+        buffer: data[0] as u64,
+        elem_size: sizes[0],
+        layout: layouts[0],
+    };
+    // The caller keeps the inputs apart from the output; this proves the output does not
+    // overlap itself.
+    check_aliasing(&out, &[])?;
+    if plan.numel == 0 {
+        return Ok(());
+    }
+    let bases = std::array::from_fn(|k| data[k].wrapping_add(plan.base[k] * sizes[k]));
+    // SAFETY: the caller's bounds and aliasing proofs, and the output offsets are distinct
+    // per index (no internal overlap), so runs of different tasks write disjoint elements.
+    unsafe { walk(&plan, bases, sizes, row) };
+    Ok(())
 }
 
 macro_rules! cpu_apply {
@@ -135,26 +165,14 @@ macro_rules! cpu_apply {
             out: (*mut $o, &Layout),
             $($x: (*const $t, &Layout)),*
         ) -> Result<()> {
-            let plan: Plan<$n> = plan([out.1 $(, $x.1)*], ["out" $(, stringify!($x))*])?;
-            // The caller keeps the inputs apart from the output; this proves the output
-            // does not overlap itself.
-            check_aliasing(&region_at::<$o>("out", out.0 as u64, out.1), &[])?;
-            if plan.numel == 0 {
-                return Ok(());
-            }
-            let bases = [
-                out.0.wrapping_add(plan.base[0]).cast::<u8>()
-                $(, $x.0.wrapping_add(plan.base[$k]).cast::<u8>().cast_mut())*
-            ];
+            let data = [out.0.cast::<u8>() $(, $x.0.cast::<u8>().cast_mut())*];
             let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
-            // SAFETY: the caller's bounds and aliasing proofs, and the output offsets are
-            // distinct per index (no internal overlap), so runs write disjoint elements.
+            // SAFETY: the caller's contract.
             unsafe {
-                walk(&plan, bases, sizes, |ptrs, steps, len| {
+                run_layouts([out.1 $(, $x.1)*], data, sizes, |ptrs, steps, len| {
                     dispatch::$run::<Op, $o $(, $t)*>(op, len, ptrs, steps)
-                });
+                })
             }
-            Ok(())
         }
     };
 }

@@ -32,22 +32,17 @@
 //! - **Cost**: [`DynOp::new`] finds the family (two hash lookups) and builds the op value;
 //!   keep the `DynOp` to launch it again. Neither allocates.
 
-use crate::api::{check_aliasing, launch_plan, Region};
-use crate::cpu::{region, walk};
+use crate::cpu::run_layouts;
 use crate::error::{Error, Operand, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
-use crate::plan::{plan, Plan};
-use crate::raw::RawTensor;
+use crate::raw::{launch_raw, RawTensor, OPERANDS};
 use cudarc::driver::sys::CUstream;
 pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
 use gpu_kernels::dispatch::{OpValue, INSTANCES};
 use gpu_kernels::elem::ElemType;
 use std::collections::HashMap;
 use std::sync::OnceLock;
-
-/// Operand names in messages, output first.
-const OPERANDS: [Operand; 4] = ["out", "a", "b", "c"];
 
 /// Every instantiated family of every kernel crate linked into the program.
 pub fn instances() -> impl Iterator<Item = &'static Instance> {
@@ -218,42 +213,10 @@ impl DynOp {
         stream: CUstream,
         t: [RawTensor<'_>; N],
     ) -> Result<()> {
-        let types = self.instance.types;
-        let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
-        for k in 0..N {
-            layouts[k] = t[k].check(OPERANDS[k], types[k])?;
-        }
-        let plan: Plan<N> = plan(
-            std::array::from_fn(|k| &layouts[k]),
-            std::array::from_fn(|k| OPERANDS[k]),
-        )?;
-        let region = |k: usize| Region {
-            operand: OPERANDS[k],
-            buffer: t[k].ptr,
-            elem_size: types[k].size(),
-            layout: &layouts[k],
-        };
-        let inputs: [Region; N] = std::array::from_fn(region);
-        check_aliasing(&inputs[0], &inputs[1..])?;
-        if plan.numel == 0 {
-            return Ok(());
-        }
-        let ptrs = t.map(|t| t.ptr);
-        let sizes = std::array::from_fn(|k| types[k].size());
-        // SAFETY: the caller vouches for the memory; the checks above proved the element
-        // types, the aliasing rules and that offsets do not overflow; the op value was built
-        // by this instance's builder, so it is the `OpArg` its kernels take.
-        unsafe {
-            launch_plan(
-                gpu,
-                &self.instance.names,
-                self.value.as_ptr().cast(),
-                &plan,
-                ptrs,
-                sizes,
-                stream,
-            )
-        }
+        let (names, types) = (&self.instance.names, self.instance.types);
+        // SAFETY: the caller vouches for the memory; the op value was built by this
+        // instance's builder, so it is the `OpArg` its kernels take.
+        unsafe { launch_raw(gpu, stream, names, self.value.as_ptr().cast(), types, t) }
     }
 
     /// The CPU twin of [`launch`](Self::launch) over host byte slices: the same plan and
@@ -287,38 +250,28 @@ impl DynOp {
                 inputs[k - 1].layout
             }
         });
-        let plan: Plan<N> = plan(layouts, std::array::from_fn(|k| OPERANDS[k]))?;
-        // Inputs are shared borrows and the output a unique one, so they cannot overlap;
-        // this proves the output does not overlap itself.
-        check_aliasing(&region("out", out.data, out.layout), &[])?;
-        if plan.numel == 0 {
-            return Ok(());
-        }
-        let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
-        let out_base = out.data.as_mut_ptr();
-        let bases: [*mut u8; N] = std::array::from_fn(|k| {
-            let data = if k == 0 {
-                out_base
+        let data: [*mut u8; N] = std::array::from_fn(|k| {
+            if k == 0 {
+                out.data.as_ptr().cast_mut()
             } else {
                 inputs[k - 1].data.as_ptr().cast_mut()
-            };
-            data.wrapping_add(plan.base[k] * sizes[k])
+            }
         });
+        let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
         let (row, value) = (self.instance.row, self.value);
-        // SAFETY: `check` proved every offset of the plan inside its slice and the slices
-        // aligned for their element types; the output offsets are distinct per index (no
-        // internal overlap) and the output (a unique borrow) cannot overlap the inputs
-        // (shared borrows), which are only read; `value` was built for this instance.
+        // SAFETY: `check` proved every offset of each layout inside its slice and the slices
+        // aligned for their element types; the output (a unique borrow) cannot overlap the
+        // inputs (shared borrows), which are only read; `value` was built for this
+        // instance, whose row function matches these element types.
         unsafe {
-            walk(&plan, bases, sizes, |ptrs, steps, len| {
+            run_layouts(layouts, data, sizes, |ptrs, steps, len| {
                 let mut p = [std::ptr::null_mut(); 4];
                 let mut s = [0isize; 4];
                 p[..N].copy_from_slice(&ptrs);
                 s[..N].copy_from_slice(&steps);
                 row(&value, len, p, s)
-            });
+            })
         }
-        Ok(())
     }
 }
 

@@ -412,25 +412,11 @@ impl Dlpack {
                 align: size,
             });
         }
-        let at0 = Layout::new(&self.shape, &self.strides, 0).map_err(|e| match e {
-            Error::InvalidView { reason, .. } => Error::InvalidView { operand, reason },
-            e => e,
-        })?;
-        // Negative strides reach below the element at index 0.
-        let below: usize = self
-            .shape
-            .iter()
-            .zip(&self.strides)
-            .filter(|&(&n, &s)| n > 0 && s < 0)
-            .map(|(&n, &s)| (n - 1) * s.unsigned_abs())
-            .sum();
-        let Some(span) = at0.span(operand)? else {
-            *layout = Layout::new(&self.shape, &self.strides, 0)?;
-            return Ok((self.addr, 0));
-        };
-        *layout = Layout::new(&self.shape, &self.strides, below)?;
-        let elems = (span.max - span.min + 1) as usize;
-        Ok((self.addr - (below * size) as u64, elems * size))
+        let (from_lowest, span) = Layout::from_first_element(&self.shape, &self.strides, operand)?;
+        let below = from_lowest.offset();
+        *layout = from_lowest;
+        let bytes = span.map_or(0, |s| (s.max - s.min + 1) as usize * size);
+        Ok((self.addr - (below * size) as u64, bytes))
     }
 }
 

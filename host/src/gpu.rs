@@ -446,16 +446,11 @@ impl Gpu {
     /// `Op::NAMES` (`<Add as Kernels3<f32, f32, f32>>::NAMES`) or a
     /// [`DynOp`](crate::dispatch::DynOp)'s `instance().names`.
     pub fn preload_kernels(&self, names: &KernelNames) -> Result<()> {
-        let variants = [
-            names.vec,
-            names.tiled,
-            names.contig,
-            names.d1,
-            names.d2,
-            names.d3,
-            names.dn,
-        ];
-        for kernel in variants.into_iter().filter(|k| !k.is_empty()) {
+        // Every variant with a kernel of its own (`Dn64` and apply1/apply4's `Tiled` have none).
+        let variants = [Variant::Vec, Variant::Tiled]
+            .into_iter()
+            .chain(Variant::ALL);
+        for kernel in variants.map(|v| names.get(v)).filter(|k| !k.is_empty()) {
             self.kernel(names.module, kernel)?;
         }
         Ok(())

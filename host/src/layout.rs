@@ -109,6 +109,29 @@ impl Layout {
         })
     }
 
+    /// The layout of a view known by its element at index 0 (ndarray's pointer, DLPack's
+    /// `data + byte_offset`), with offsets counted from its lowest element instead: negative
+    /// strides reach `offset()` elements below index 0. Also gives the span from there
+    /// (`None` when the view has no elements).
+    pub fn from_first_element(
+        shape: &[usize],
+        strides: &[isize],
+        operand: Operand,
+    ) -> Result<(Layout, Option<Span>)> {
+        let at0 = Layout::new(shape, strides, 0).map_err(|e| match e {
+            Error::InvalidView { reason, .. } => Error::InvalidView { operand, reason },
+            e => e,
+        })?;
+        let Some(span) = at0.span(operand)? else {
+            return Ok((at0, None));
+        };
+        // `span.min` is at most 0 (index 0 is one of the offsets) and fits an isize.
+        let below = (-span.min) as usize;
+        let layout = Layout::new(shape, strides, below)?;
+        let span = layout.span(operand)?;
+        Ok((layout, span))
+    }
+
     pub fn shape(&self) -> &[usize] {
         &self.shape
     }

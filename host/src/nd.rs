@@ -33,19 +33,8 @@ fn nd_layout<T>(
     strides: &[isize],
     operand: Operand,
 ) -> Result<(*const T, Layout)> {
-    let empty = shape.contains(&0);
-    let below: usize = shape
-        .iter()
-        .zip(strides)
-        .filter(|&(&n, &s)| n > 0 && s < 0)
-        .map(|(&n, &s)| (n - 1) * s.unsigned_abs())
-        .sum();
-    let below = if empty { 0 } else { below };
-    let layout = Layout::new(shape, strides, below).map_err(|e| match e {
-        Error::InvalidView { reason, .. } => Error::InvalidView { operand, reason },
-        e => e,
-    })?;
-    Ok((ptr.wrapping_sub(below), layout))
+    let (layout, _) = Layout::from_first_element(shape, strides, operand)?;
+    Ok((ptr.wrapping_sub(layout.offset()), layout))
 }
 
 macro_rules! nd_apply {

@@ -14,7 +14,8 @@ use crate::plan::{plan, Plan};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::elem::ElemType;
-use gpu_kernels::{Elem, Kernels1, Kernels2, Kernels3, Kernels4};
+use gpu_kernels::{Elem, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4};
+use std::ffi::c_void;
 
 /// A strided tensor in caller-owned device memory.
 #[derive(Clone, Copy, Debug)]
@@ -55,6 +56,48 @@ impl RawTensor<'_> {
     }
 }
 
+/// Operand names in messages, output first.
+pub(crate) const OPERANDS: [Operand; 4] = ["out", "a", "b", "c"];
+
+/// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
+/// against its element type in `types` (output first), plans, checks the aliasing rules and
+/// launches the kernels `names` with the kernel argument `op`.
+///
+/// # Safety
+/// The raw API's conditions 1–3 for every tensor and `stream`; `op` points to the `OpArg`
+/// of the op whose kernels `names` names, for the element types `types`.
+pub(crate) unsafe fn launch_raw<const N: usize>(
+    gpu: &Gpu,
+    stream: CUstream,
+    names: &KernelNames,
+    op: *const c_void,
+    types: &[ElemType],
+    t: [RawTensor<'_>; N],
+) -> Result<()> {
+    let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
+    for k in 0..N {
+        layouts[k] = t[k].check(OPERANDS[k], types[k])?;
+    }
+    let plan: Plan<N> = plan(
+        std::array::from_fn(|k| &layouts[k]),
+        std::array::from_fn(|k| OPERANDS[k]),
+    )?;
+    let regions: [Region; N] = std::array::from_fn(|k| Region {
+        operand: OPERANDS[k],
+        buffer: t[k].ptr,
+        elem_size: types[k].size(),
+        layout: &layouts[k],
+    });
+    check_aliasing(&regions[0], &regions[1..])?;
+    if plan.numel == 0 {
+        return Ok(());
+    }
+    let sizes = std::array::from_fn(|k| types[k].size());
+    // SAFETY: the caller vouches for the memory and the op argument; the checks above prove
+    // the element types, the aliasing rules and that offsets do not overflow.
+    unsafe { launch_plan(gpu, names, op, &plan, t.map(|t| t.ptr), sizes, stream) }
+}
+
 macro_rules! raw_apply {
     ($(#[$doc:meta])* $fn:ident, $trait:ident, $n:literal, out: $o:ident, [$($x:ident: $t:ident),*]) => {
         $(#[$doc])*
@@ -72,23 +115,20 @@ macro_rules! raw_apply {
             out: RawTensor<'_>,
             $($x: RawTensor<'_>),*
         ) -> Result<()> {
-            let lo = out.check("out", $o::TYPE)?;
-            $( let $x = ($x, $x.check(stringify!($x), $t::TYPE)?); )*
-            let plan: Plan<$n> = plan([&lo $(, &$x.1)*], ["out" $(, stringify!($x))*])?;
-            let region = |operand, r: &RawTensor, layout| Region {
-                operand, buffer: r.ptr, elem_size: r.elem.size(), layout,
-            };
-            check_aliasing(&region("out", &out, &lo), &[$(region(stringify!($x), &$x.0, &$x.1)),*])?;
-            if plan.numel == 0 {
-                return Ok(());
-            }
             let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
-            // SAFETY: the caller vouches for the memory (conditions 1–3); the checks above
-            // prove the aliasing rules and that offsets do not overflow.
-            let sizes = [out.elem.size() $(, $x.0.elem.size())*];
             let op = OpArg::new(op);
-            let op = (&op as *const OpArg<Op>).cast();
-            unsafe { launch_plan(gpu, &Op::NAMES, op, &plan, [out.ptr $(, $x.0.ptr)*], sizes, stream) }
+            // SAFETY: the caller's conditions 1–3; the op argument is the `OpArg` of the op
+            // whose kernels `Op::NAMES` names, for these element types.
+            unsafe {
+                launch_raw(
+                    gpu,
+                    stream,
+                    &Op::NAMES,
+                    (&op as *const OpArg<Op>).cast(),
+                    &[$o::TYPE $(, $t::TYPE)*],
+                    [out $(, $x)*],
+                )
+            }
         }
     };
 }

@@ -81,6 +81,23 @@ fn selected(only: Option<&str>, group: &str) -> bool {
         .any(|(_, cases)| cases.iter().any(|c| c.contains(only)))
 }
 
+/// Host µs per call of `f`: the median over 50 bursts of 200 calls, each burst started from
+/// an idle queue (host time alone, never throttled by a full launch queue).
+fn burst_us(gpu: &Gpu, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    let mut v: Vec<f64> = (0..50)
+        .map(|_| -> Result<f64> {
+            gpu.synchronize()?;
+            let t = Instant::now();
+            for _ in 0..200 {
+                f()?;
+            }
+            Ok(t.elapsed().as_secs_f64() * 1e6 / 200.0)
+        })
+        .collect::<Result<_>>()?;
+    v.sort_by(f64::total_cmp);
+    Ok(v[v.len() / 2])
+}
+
 fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
     for i in 0..3 {
         f(i)?;
@@ -613,18 +630,7 @@ fn main() -> Result<()> {
         let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
         // Short bursts from an idle queue: host time alone, never throttled by a full
         // launch queue waiting on the GPU. Median over bursts of 200 calls.
-        let mut bursts: Vec<f64> = (0..50)
-            .map(|_| -> Result<f64> {
-                gpu.synchronize()?;
-                let t = Instant::now();
-                for _ in 0..200 {
-                    api::apply3(&gpu, ops::Add, &mut c, &a, &b)?;
-                }
-                Ok(t.elapsed().as_secs_f64() * 1e6 / 200.0)
-            })
-            .collect::<Result<_>>()?;
-        bursts.sort_by(f64::total_cmp);
-        let burst_us = bursts[bursts.len() / 2];
+        let typed_burst_us = burst_us(&gpu, || api::apply3(&gpu, ops::Add, &mut c, &a, &b))?;
         // The driver's share: the same kernel and parameters through `cuLaunchKernel`
         // directly, in the same bursts (no planning, no checks, no cache lookups).
         let names = <ops::Add as Kernels3<f32, f32, f32>>::NAMES;
@@ -642,42 +648,33 @@ fn main() -> Result<()> {
             &ptrs[2] as *const _ as *mut _,
         ];
         let stream = gpu.stream().cu_stream();
-        let mut raw: Vec<f64> = (0..50)
-            .map(|_| -> Result<f64> {
-                gpu.synchronize()?;
-                let t = Instant::now();
-                for _ in 0..200 {
-                    // SAFETY: the parameters are those `api::apply3` passes to `add_f32_v`
-                    // for these dense 1024-element tensors (16-byte aligned allocations).
-                    unsafe {
-                        strided_apply::cudarc::driver::result::launch_kernel(
-                            f.cu_function(),
-                            (1, 1, 1),
-                            (256, 1, 1),
-                            0,
-                            stream,
-                            &mut args,
-                        )
-                    }
-                    .map_err(|source| strided_apply::Error::Launch {
-                        kernel: names.vec,
-                        source,
-                    })?;
-                }
-                Ok(t.elapsed().as_secs_f64() * 1e6 / 200.0)
+        let raw_us = burst_us(&gpu, || {
+            // SAFETY: the parameters are those `api::apply3` passes to `add_f32_v` for these
+            // dense 1024-element tensors (16-byte aligned allocations).
+            unsafe {
+                strided_apply::cudarc::driver::result::launch_kernel(
+                    f.cu_function(),
+                    (1, 1, 1),
+                    (256, 1, 1),
+                    0,
+                    stream,
+                    &mut args,
+                )
+            }
+            .map_err(|source| strided_apply::Error::Launch {
+                kernel: names.vec,
+                source,
             })
-            .collect::<Result<_>>()?;
-        raw.sort_by(f64::total_cmp);
-        let raw_us = raw[raw.len() / 2];
+        })?;
         gpu.synchronize()?;
         if c.to_vec(&gpu)? != cpu_sum(&a.to_vec(&gpu)?, &b.to_vec(&gpu)?) {
             eprintln!("bench: raw launches gave a wrong sum");
         }
         println!(
-            "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
+            "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{typed_burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
         );
         #[cfg(feature = "dispatch")]
-        tiny_dispatch_and_graph(&gpu, &mut c, &a, &b, burst_us)?;
+        tiny_dispatch_and_graph(&gpu, &mut c, &a, &b, typed_burst_us)?;
     }
     Ok(())
 }
@@ -707,27 +704,15 @@ fn tiny_dispatch_and_graph(
         strides: &strides,
     };
     let (pc, pa, pb) = (c.buffer().addr(), a.buffer().addr(), b.buffer().addr());
-    let bursts = |f: &mut dyn FnMut() -> Result<()>| -> Result<f64> {
-        let mut v: Vec<f64> = (0..50)
-            .map(|_| -> Result<f64> {
-                gpu.synchronize()?;
-                let t0 = Instant::now();
-                for _ in 0..200 {
-                    f()?;
-                }
-                Ok(t0.elapsed().as_secs_f64() * 1e6 / 200.0)
-            })
-            .collect::<Result<_>>()?;
-        v.sort_by(f64::total_cmp);
-        Ok(v[v.len() / 2])
-    };
     // SAFETY (both closures): three live 1024-element f32 buffers of this Gpu, kept until
     // the synchronisation after the bursts.
-    let lookup_us = bursts(&mut || unsafe {
+    let lookup_us = burst_us(gpu, || unsafe {
         strided_apply::dispatch::apply(gpu, None, "add", &[], t(pc), &[t(pa), t(pb)])
     })?;
     let op = DynOp::new("add", &[F32, F32, F32], &[])?;
-    let kept_us = bursts(&mut || unsafe { op.launch(gpu, None, t(pc), &[t(pa), t(pb)]) })?;
+    let kept_us = burst_us(gpu, || unsafe {
+        op.launch(gpu, None, t(pc), &[t(pa), t(pb)])
+    })?;
     gpu.synchronize()?;
     if c.to_vec(gpu)? != cpu_sum(&a.to_vec(gpu)?, &b.to_vec(gpu)?) {
         eprintln!("bench: run-time dispatched adds gave a wrong sum");
