@@ -41,7 +41,8 @@ use cudarc::driver::sys::CUstream;
 pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
 use gpu_kernels::dispatch::{OpValue, INSTANCES};
 use gpu_kernels::elem::ElemType;
-use std::collections::HashMap;
+use rustc_hash::FxHashMap as HashMap;
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 /// Every instantiated family of every kernel crate linked into the program.
@@ -71,7 +72,7 @@ type ByTypes = HashMap<TypesKey, std::result::Result<&'static Instance, Vec<&'st
 fn index() -> &'static HashMap<&'static str, ByTypes> {
     static INDEX: OnceLock<HashMap<&'static str, ByTypes>> = OnceLock::new();
     INDEX.get_or_init(|| {
-        let mut index: HashMap<&'static str, ByTypes> = HashMap::new();
+        let mut index: HashMap<&'static str, ByTypes> = HashMap::default();
         for inst in INSTANCES.iter() {
             let Some(key) = types_key(inst.types) else {
                 continue;
@@ -99,8 +100,28 @@ fn type_list(types: &[ElemType]) -> String {
     format!("({})", names.join(", "))
 }
 
+thread_local! {
+    /// This thread's last successful [`find`]: a framework that calls the same op again and
+    /// again (the usual case) skips both hash lookups.
+    static LAST_FOUND: Cell<Option<(TypesKey, &'static Instance)>> = const { Cell::new(None) };
+}
+
 /// The instance of op `op` over `types` (output first, one per operand).
 pub fn find(op: &str, types: &[ElemType]) -> Result<&'static Instance> {
+    let key = types_key(types);
+    if let (Some(key), Some((last_key, inst))) = (key, LAST_FOUND.with(Cell::get)) {
+        if key == last_key && inst.op() == op {
+            return Ok(inst);
+        }
+    }
+    let found = find_indexed(op, key, types);
+    if let (Some(key), Ok(inst)) = (key, &found) {
+        LAST_FOUND.with(|last| last.set(Some((key, *inst))));
+    }
+    found
+}
+
+fn find_indexed(op: &str, key: Option<TypesKey>, types: &[ElemType]) -> Result<&'static Instance> {
     let index = index();
     let Some(by_types) = index.get(op) else {
         let mut known: Vec<&str> = index.keys().copied().collect();
@@ -110,7 +131,7 @@ pub fn find(op: &str, types: &[ElemType]) -> Result<&'static Instance> {
             known: known.join(", "),
         });
     };
-    match types_key(types).and_then(|k| by_types.get(&k)) {
+    match key.and_then(|k| by_types.get(&k)) {
         Some(Ok(inst)) => Ok(inst),
         Some(Err(modules)) => Err(Error::AmbiguousOp {
             op: op.to_string(),
@@ -589,5 +610,28 @@ mod tests {
             n += 1;
         }
         assert!(n >= 491, "{n} instances");
+    }
+
+    #[test]
+    fn the_last_lookup_cache_never_answers_for_another_request() {
+        // Each lookup twice in a row (the second from the cache), interleaved, and every
+        // answer the op and types asked for.
+        for inst in instances().step_by(7) {
+            for _ in 0..2 {
+                let found = find(inst.op(), inst.types).unwrap();
+                assert!(std::ptr::eq(found, inst), "{inst:?}");
+            }
+        }
+        let add = find("add", &[F32, F32, F32]).unwrap();
+        assert_eq!(add.op(), "add");
+        // Same types, another op; same op, other types; then failures after a hit.
+        assert_eq!(find("mul", &[F32, F32, F32]).unwrap().op(), "mul");
+        assert_eq!(
+            find("add", &[F64, F64, F64]).unwrap().types,
+            &[F64, F64, F64]
+        );
+        find("add", &[F32, F32, F32]).unwrap();
+        assert!(find("add", &[F32, F32]).is_err());
+        assert!(find("plus", &[F32, F32, F32]).is_err());
     }
 }
