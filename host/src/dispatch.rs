@@ -32,6 +32,7 @@
 //! - **Cost**: [`DynOp::new`] finds the family (two hash lookups) and builds the op value;
 //!   keep the `DynOp` to launch it again. Neither allocates.
 
+use crate::api::{check_aliasing, Region};
 use crate::cpu::run_layouts;
 use crate::error::{Error, Operand, Result};
 use crate::gpu::Gpu;
@@ -240,6 +241,81 @@ impl DynOp {
         unsafe { launch_raw(gpu, stream, names, self.value.as_ptr().cast(), types, t) }
     }
 
+    /// The CPU twin over raw host pointers, for callers that hold addresses rather than
+    /// slices (a Python module, a framework's host tensors): the checks, plan and aliasing
+    /// rules of [`launch`](Self::launch), so an input may be the output element-wise in
+    /// place (`a = a + b`); such an input is read from a copy taken before the run.
+    ///
+    /// # Safety
+    /// Every tensor's `ptr` is a host address; every element its shape and strides reach
+    /// from there is in one live allocation holding values of its element type, and nothing
+    /// else accesses the output's elements during the call.
+    pub unsafe fn run_cpu_raw(&self, out: RawTensor<'_>, inputs: &[RawTensor<'_>]) -> Result<()> {
+        self.check_count(inputs.len())?;
+        // SAFETY: forwarded contract.
+        unsafe {
+            match *inputs {
+                [] => self.run_raw_n([out]),
+                [a] => self.run_raw_n([out, a]),
+                [a, b] => self.run_raw_n([out, a, b]),
+                [a, b, c] => self.run_raw_n([out, a, b, c]),
+                _ => unreachable!("instances have at most 3 inputs (check_count)"),
+            }
+        }
+    }
+
+    /// # Safety
+    /// As [`run_cpu_raw`](Self::run_cpu_raw).
+    unsafe fn run_raw_n<const N: usize>(&self, t: [RawTensor<'_>; N]) -> Result<()> {
+        let types = self.instance.types;
+        let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
+        for k in 0..N {
+            layouts[k] = t[k].check(OPERANDS[k], types[k])?;
+        }
+        let regions: [Region; N] = std::array::from_fn(|k| Region {
+            operand: OPERANDS[k],
+            buffer: t[k].ptr,
+            elem_size: types[k].size(),
+            layout: &layouts[k],
+        });
+        check_aliasing(&regions[0], &regions[1..])?;
+        // `check_aliasing` left only inputs at exactly the output's positions among those
+        // sharing its bytes; each is read from a copy of its bytes (8-byte words: aligned
+        // for every element type), so no input element is an output element.
+        let mut data: [*mut u8; N] = t.map(|t| t.ptr as *mut u8);
+        let mut copies: Vec<Vec<u64>> = Vec::new();
+        if let Some((olo, ohi)) = regions[0].byte_span()? {
+            for k in 1..N {
+                let Some((lo, hi)) = regions[k].byte_span()? else {
+                    continue;
+                };
+                if hi <= olo || ohi <= lo {
+                    continue;
+                }
+                let bytes = (hi - lo) as usize;
+                let mut copy = vec![0u64; bytes.div_ceil(8)];
+                // SAFETY: `lo..hi` are the bytes input `k` reaches, in its live allocation
+                // (the caller's contract); the copy is a new allocation of at least `bytes`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        lo as *const u8,
+                        copy.as_mut_ptr().cast::<u8>(),
+                        bytes,
+                    );
+                }
+                data[k] = copy
+                    .as_mut_ptr()
+                    .cast::<u8>()
+                    .wrapping_add((t[k].ptr - lo) as usize);
+                copies.push(copy);
+            }
+        }
+        let layouts: [&Layout; N] = std::array::from_fn(|k| &layouts[k]);
+        // SAFETY: the caller's contract for every address; inputs that shared bytes with the
+        // output now point into private copies with the same relative layout.
+        unsafe { self.run_rows(layouts, data) }
+    }
+
     /// The CPU twin of [`launch`](Self::launch) over host byte slices: the same plan and
     /// the same op code.
     pub fn run_cpu(&self, out: HostTensorMut<'_>, inputs: &[HostTensor<'_>]) -> Result<()> {
@@ -278,12 +354,26 @@ impl DynOp {
                 inputs[k - 1].data.as_ptr().cast_mut()
             }
         });
-        let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
-        let (row, value) = (self.instance.row, self.value);
         // SAFETY: `check` proved every offset of each layout inside its slice and the slices
         // aligned for their element types; the output (a unique borrow) cannot overlap the
-        // inputs (shared borrows), which are only read; `value` was built for this
-        // instance, whose row function matches these element types.
+        // inputs (shared borrows), which are only read.
+        unsafe { self.run_rows(layouts, data) }
+    }
+
+    /// The CPU twin's loops of this op over `layouts` from `data` (output first).
+    ///
+    /// # Safety
+    /// As [`run_layouts`]; the element types are this instance's (`value` was built for
+    /// this instance, whose row function matches them).
+    unsafe fn run_rows<const N: usize>(
+        &self,
+        layouts: [&Layout; N],
+        data: [*mut u8; N],
+    ) -> Result<()> {
+        let types = self.instance.types;
+        let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
+        let (row, value) = (self.instance.row, self.value);
+        // SAFETY: forwarded contract.
         unsafe {
             run_layouts(layouts, data, sizes, |ptrs, steps, len| {
                 let mut p = [std::ptr::null_mut(); 4];
@@ -633,5 +723,44 @@ mod tests {
         find("add", &[F32, F32, F32]).unwrap();
         assert!(find("add", &[F32, F32]).is_err());
         assert!(find("plus", &[F32, F32, F32]).is_err());
+    }
+
+    #[test]
+    fn cpu_raw_pointers_run_in_place_and_refuse_partial_overlap() {
+        let raw =
+            |v: &mut [f32], shape: &'static [usize], strides: &'static [isize], off: usize| {
+                RawTensor {
+                    ptr: v.as_mut_ptr().wrapping_add(off) as u64,
+                    elem: F32,
+                    shape,
+                    strides,
+                }
+            };
+        let add = DynOp::new("add", &[F32, F32, F32], &[]).unwrap();
+        // a = a + b[::-1] in place, b reversed (negative stride from its last element).
+        let mut a: Vec<f32> = (0..6).map(|x| x as f32).collect();
+        let mut b: Vec<f32> = (0..6).map(|x| 10.0 * x as f32).collect();
+        let (pa, pb) = (raw(&mut a, &[6], &[1], 0), raw(&mut b, &[6], &[-1], 5));
+        // SAFETY: host vectors live for the call; `a` is both the output and an input in place.
+        unsafe { add.run_cpu_raw(pa, &[pa, pb]) }.unwrap();
+        assert_eq!(a, [50.0, 41.0, 32.0, 23.0, 14.0, 5.0]);
+        // Rows in place with a broadcast row of the same buffer: refused (partial overlap),
+        // the output untouched.
+        let mut m: Vec<f32> = (0..6).map(|x| x as f32).collect();
+        let before = m.clone();
+        let out = raw(&mut m, &[2, 3], &[3, 1], 0);
+        let row = raw(&mut m, &[1, 3], &[0, 1], 0);
+        // SAFETY: as above.
+        let e = unsafe { add.run_cpu_raw(out, &[out, row]) }.unwrap_err();
+        assert!(matches!(e, Error::PartialOverlap { operand: "b" }), "{e}");
+        assert_eq!(m, before);
+        // An output whose zero stride maps several indices to one element: refused.
+        let out = raw(&mut m, &[2, 3], &[0, 1], 0);
+        let mut c = vec![1.0f32; 6];
+        let pc = raw(&mut c, &[2, 3], &[3, 1], 0);
+        // SAFETY: as above.
+        let e = unsafe { add.run_cpu_raw(out, &[pc, pc]) }.unwrap_err();
+        assert!(matches!(e, Error::OverlappingOutput { .. }), "{e}");
+        assert_eq!(m, before);
     }
 }
