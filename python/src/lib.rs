@@ -1,0 +1,1124 @@
+//! `strided_apply._native`: the Python module's Rust half.
+//!
+//! Every call goes through run-time dispatch ([`DynOp`]) over the operands' element types.
+//! Operands are torch tensors (read directly: pointer, shape, strides, dtype, device) or
+//! anything with `__dlpack__` (CuPy, JAX, NumPy, torch on the CPU), or a DLPack capsule.
+//! CUDA operands launch on the producer's current stream (torch's, CuPy's, or `stream=`);
+//! host operands run on the CPU twin.
+//!
+//! Lifetimes: every operand object (and each DLPack capsule's managed tensor) is held until
+//! the call returns, after the launch is queued. Memory from a stream-ordered allocator
+//! (torch's caching allocator, CuPy's pool) freed after that is reused only by work queued
+//! later on the same stream, which runs after ours: launching on the producer's stream is
+//! what makes returning without a synchronisation safe.
+
+use pyo3::exceptions::PyRuntimeError;
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyString, PyTuple, PyType};
+use pyo3::{create_exception, ffi, intern};
+use std::collections::HashMap;
+use std::ffi::CStr;
+use std::sync::{Mutex, OnceLock};
+use strided_apply::cudarc::driver::sys::CUstream;
+use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
+use strided_apply::dlpack::{DLManagedTensor, DLManagedTensorVersioned, Dlpack};
+use strided_apply::raw::RawTensor;
+use strided_apply::{ElemType, Error as SaError, Gpu};
+
+create_exception!(
+    _native,
+    Error,
+    PyRuntimeError,
+    "Base of every strided_apply error."
+);
+create_exception!(
+    _native,
+    LayoutError,
+    Error,
+    "Shapes, strides, bounds, alignment or aliasing of an operand."
+);
+create_exception!(
+    _native,
+    DtypeError,
+    Error,
+    "An element type that is unsupported, mismatched or not instantiated for the op."
+);
+create_exception!(
+    _native,
+    DeviceError,
+    Error,
+    "Operands on different devices, no device, or no code for it."
+);
+create_exception!(
+    _native,
+    OpError,
+    Error,
+    "An unknown op, wrong scalars or input count, or an output type to choose."
+);
+create_exception!(
+    _native,
+    DlpackError,
+    Error,
+    "A DLPack capsule that is consumed, null, of an unknown version, or read-only as out."
+);
+create_exception!(
+    _native,
+    CudaError,
+    Error,
+    "The CUDA driver failed (module load, launch, out of memory)."
+);
+
+/// The Python exception for a library error.
+fn py_err(e: SaError) -> PyErr {
+    use SaError as E;
+    let msg = e.to_string();
+    match e {
+        E::OutOfBounds { .. }
+        | E::Overflow { .. }
+        | E::Broadcast { .. }
+        | E::RankTooHigh { .. }
+        | E::OverlappingOutput { .. }
+        | E::PartialOverlap { .. }
+        | E::Misaligned { .. }
+        | E::NullPointer { .. }
+        | E::InvalidView { .. }
+        | E::LengthMismatch { .. }
+        | E::StencilOverlap { .. } => LayoutError::new_err(msg),
+        E::TypeMismatch { .. } | E::NotInstantiated { .. } | E::DlpackDtype { .. } => {
+            DtypeError::new_err(msg)
+        }
+        E::NoDriver(_)
+        | E::NoDevice { .. }
+        | E::NoCodeForDevice { .. }
+        | E::WrongDevice { .. }
+        | E::DlpackDevice { .. } => DeviceError::new_err(msg),
+        E::UnknownOp { .. }
+        | E::AmbiguousOp { .. }
+        | E::BadScalars { .. }
+        | E::OpNotBuildable { .. }
+        | E::InputCount { .. } => OpError::new_err(msg),
+        E::DlpackNull | E::DlpackVersion { .. } | E::DlpackReadOnly { .. } => {
+            DlpackError::new_err(msg)
+        }
+        _ => CudaError::new_err(msg),
+    }
+}
+
+trait OrPy<T> {
+    fn py(self) -> PyResult<T>;
+}
+impl<T> OrPy<T> for strided_apply::Result<T> {
+    fn py(self) -> PyResult<T> {
+        self.map_err(py_err)
+    }
+}
+
+const ELEM_TYPES: [ElemType; 9] = [
+    ElemType::F32,
+    ElemType::F64,
+    ElemType::F16,
+    ElemType::BF16,
+    ElemType::I32,
+    ElemType::I64,
+    ElemType::U32,
+    ElemType::U8,
+    ElemType::Bool,
+];
+
+/// The dtype name frameworks use (torch, NumPy, CuPy): `float32`, `bfloat16`, …
+fn framework_name(t: ElemType) -> &'static str {
+    match t {
+        ElemType::F32 => "float32",
+        ElemType::F64 => "float64",
+        ElemType::F16 => "float16",
+        ElemType::BF16 => "bfloat16",
+        ElemType::I32 => "int32",
+        ElemType::I64 => "int64",
+        ElemType::U32 => "uint32",
+        ElemType::U8 => "uint8",
+        _ => "bool",
+    }
+}
+
+/// An element type from our short name (`f32`) or a framework's (`float32`, `torch.float32`).
+fn elem_from_name(name: &str) -> Option<ElemType> {
+    let name = name.strip_prefix("torch.").unwrap_or(name);
+    ELEM_TYPES
+        .into_iter()
+        .find(|t| t.name() == name || framework_name(*t) == name)
+}
+
+// ---------------------------------------------------------------------------------------
+// The op table: for each op id, its instances, input count and scalar names.
+
+struct OpInfo {
+    instances: Vec<&'static Instance>,
+    inputs: usize,
+    scalars: Vec<&'static str>,
+}
+
+fn op_table() -> &'static HashMap<&'static str, OpInfo> {
+    static TABLE: OnceLock<HashMap<&'static str, OpInfo>> = OnceLock::new();
+    TABLE.get_or_init(|| {
+        let mut table: HashMap<&'static str, OpInfo> = HashMap::new();
+        for inst in dispatch::instances() {
+            let info = table.entry(inst.op()).or_insert_with(|| OpInfo {
+                instances: Vec::new(),
+                inputs: inst.inputs(),
+                scalars: (inst.builder)().map_or(Vec::new(), |b| b.scalars.to_vec()),
+            });
+            info.instances.push(inst);
+        }
+        table
+    })
+}
+
+fn op_info(op: &str) -> PyResult<&'static OpInfo> {
+    op_table().get(op).ok_or_else(|| {
+        let mut known: Vec<&str> = op_table().keys().copied().collect();
+        known.sort_unstable();
+        OpError::new_err(format!(
+            "no op `{op}` is instantiated; op ids: {}",
+            known.join(", ")
+        ))
+    })
+}
+
+// ---------------------------------------------------------------------------------------
+// Devices: one `Gpu` per CUDA ordinal, opened on first use, kept for the process.
+
+fn gpu(ordinal: i32) -> PyResult<&'static Gpu> {
+    static GPUS: Mutex<Vec<(i32, &'static Gpu)>> = Mutex::new(Vec::new());
+    let mut gpus = GPUS
+        .lock()
+        .map_err(|_| CudaError::new_err("the device table's lock is poisoned"))?;
+    if let Some((_, g)) = gpus.iter().find(|(o, _)| *o == ordinal) {
+        return Ok(g);
+    }
+    let index = usize::try_from(ordinal)
+        .map_err(|_| DeviceError::new_err(format!("no CUDA device with ordinal {ordinal}")))?;
+    let g: &'static Gpu = Box::leak(Box::new(strided_apply::open(index).py()?));
+    gpus.push((ordinal, g));
+    Ok(g)
+}
+
+// ---------------------------------------------------------------------------------------
+// torch: the fast path reads a CUDA tensor's pointer, shape, strides and dtype directly.
+
+struct Torch {
+    tensor: Py<PyType>,
+    dtypes: Vec<(Py<PyAny>, ElemType)>,
+    empty: Py<PyAny>,
+    current_stream: Py<PyAny>,
+}
+
+/// torch's objects, once torch is imported (by the user; this module never imports it).
+fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
+    static TORCH: PyOnceLock<Torch> = PyOnceLock::new();
+    if let Some(t) = TORCH.get(py) {
+        return Ok(Some(t));
+    }
+    let modules = py.import("sys")?.getattr("modules")?;
+    let Ok(torch) = modules.get_item("torch") else {
+        return Ok(None);
+    };
+    let mut dtypes = Vec::new();
+    for t in ELEM_TYPES {
+        dtypes.push((torch.getattr(framework_name(t))?.unbind(), t));
+    }
+    let t = Torch {
+        tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
+        dtypes,
+        empty: torch.getattr("empty")?.unbind(),
+        current_stream: torch
+            .getattr("_C")?
+            .getattr("_cuda_getCurrentRawStream")?
+            .unbind(),
+    };
+    Ok(Some(TORCH.get_or_init(py, || t)))
+}
+
+// ---------------------------------------------------------------------------------------
+// Operands.
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Device {
+    Cpu,
+    Cuda(i32),
+}
+
+impl Device {
+    fn describe(self) -> String {
+        match self {
+            Device::Cpu => "the CPU".into(),
+            Device::Cuda(i) => format!("CUDA device {i}"),
+        }
+    }
+}
+
+enum Source<'py> {
+    /// A CUDA torch tensor read directly.
+    Direct { ptr: u64 },
+    /// A `__dlpack__` object not consumed yet (its device is known).
+    Pending(Bound<'py, PyAny>),
+    /// A consumed DLPack tensor (its deleter runs when this is dropped).
+    Dl(Dlpack),
+}
+
+struct Operand<'py> {
+    name: &'static str,
+    /// The caller's object, held until the call returns.
+    obj: Bound<'py, PyAny>,
+    device: Device,
+    /// Known for direct tensors; for DLPack ones once consumed.
+    elem: Option<ElemType>,
+    shape: Vec<usize>,
+    strides: Vec<isize>,
+    source: Source<'py>,
+    framework: Framework,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Framework {
+    Torch,
+    Cupy,
+    Numpy,
+    Other,
+}
+
+const KDL_CPU: i32 = 1;
+const KDL_CUDA: i32 = 2;
+const KDL_CUDA_HOST: i32 = 3;
+const KDL_CUDA_MANAGED: i32 = 13;
+
+fn framework_of(obj: &Bound<'_, PyAny>) -> Framework {
+    let module = obj
+        .get_type()
+        .module()
+        .map(|m| m.to_string())
+        .unwrap_or_default();
+    let root = module.split('.').next().unwrap_or("");
+    match root {
+        "torch" => Framework::Torch,
+        "cupy" => Framework::Cupy,
+        "numpy" => Framework::Numpy,
+        _ => Framework::Other,
+    }
+}
+
+fn classify<'py>(
+    py: Python<'py>,
+    obj: Bound<'py, PyAny>,
+    name: &'static str,
+) -> PyResult<Operand<'py>> {
+    if let Some(t) = torch(py)? {
+        if obj.is_instance(t.tensor.bind(py))? {
+            let device: i32 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
+            if device >= 0 {
+                return torch_direct(py, t, obj, name, device);
+            }
+        }
+    }
+    if is_capsule(&obj) {
+        let dl = consume_capsule(&obj, name)?;
+        return from_dlpack(obj, name, dl);
+    }
+    let framework = framework_of(&obj);
+    let Ok(dev) = obj.call_method0(intern!(py, "__dlpack_device__")) else {
+        return Err(Error::new_err(format!(
+            "{name}: expected a tensor, an array with __dlpack__ or a DLPack capsule; got {}",
+            obj.get_type().name()?
+        )));
+    };
+    let (device_type, device_id): (i32, i32) = dev.extract()?;
+    let device = match device_type {
+        KDL_CPU | KDL_CUDA_HOST => Device::Cpu,
+        KDL_CUDA | KDL_CUDA_MANAGED => Device::Cuda(device_id),
+        other => {
+            return Err(DeviceError::new_err(format!(
+                "{name}: DLPack device type {other} (id {device_id}); a CUDA device or the CPU is needed"
+            )))
+        }
+    };
+    Ok(Operand {
+        name,
+        obj: obj.clone(),
+        device,
+        elem: None,
+        shape: Vec::new(),
+        strides: Vec::new(),
+        source: Source::Pending(obj),
+        framework,
+    })
+}
+
+fn torch_direct<'py>(
+    py: Python<'py>,
+    t: &Torch,
+    obj: Bound<'py, PyAny>,
+    name: &'static str,
+    device: i32,
+) -> PyResult<Operand<'py>> {
+    let dtype = obj.getattr(intern!(py, "dtype"))?;
+    let Some(elem) = t
+        .dtypes
+        .iter()
+        .find(|(d, _)| d.bind(py).is(&dtype))
+        .map(|(_, e)| *e)
+    else {
+        return Err(DtypeError::new_err(format!(
+            "{name}: dtype {dtype} has no element type here (float32, float64, float16, bfloat16, int32, int64, uint32, uint8, bool)"
+        )));
+    };
+    if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+        return Err(LayoutError::new_err(format!(
+            "{name}: a tensor with torch's negative bit set (a lazy negation view); call .resolve_neg() first"
+        )));
+    }
+    let ptr: u64 = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
+    let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
+    let strides: Vec<isize> = obj.call_method0(intern!(py, "stride"))?.extract()?;
+    Ok(Operand {
+        name,
+        obj,
+        device: Device::Cuda(device),
+        elem: Some(elem),
+        shape,
+        strides,
+        source: Source::Direct { ptr },
+        framework: Framework::Torch,
+    })
+}
+
+fn is_capsule(obj: &Bound<'_, PyAny>) -> bool {
+    // SAFETY: `obj` is a live object (a bound reference).
+    unsafe { ffi::PyCapsule_CheckExact(obj.as_ptr()) != 0 }
+}
+
+const LEGACY: &CStr = c"dltensor";
+const VERSIONED: &CStr = c"dltensor_versioned";
+const USED_LEGACY: &CStr = c"used_dltensor";
+const USED_VERSIONED: &CStr = c"used_dltensor_versioned";
+
+/// Takes the managed tensor out of a DLPack capsule and marks the capsule used (the
+/// protocol: the consumer then owns the tensor and calls its deleter, and the capsule's
+/// destructor leaves it alone).
+fn consume_capsule(capsule: &Bound<'_, PyAny>, name: &'static str) -> PyResult<Dlpack> {
+    let p = capsule.as_ptr();
+    // SAFETY: `p` is a live capsule (checked by the caller); the name checks make the
+    // pointer's type the one the protocol names, and renaming it before returning makes
+    // this call its one consumer (the GIL is held throughout).
+    unsafe {
+        if ffi::PyCapsule_IsValid(p, VERSIONED.as_ptr()) != 0 {
+            let ptr =
+                ffi::PyCapsule_GetPointer(p, VERSIONED.as_ptr()) as *mut DLManagedTensorVersioned;
+            if ffi::PyCapsule_SetName(p, USED_VERSIONED.as_ptr()) != 0 {
+                return Err(PyErr::fetch(capsule.py()));
+            }
+            return Dlpack::from_versioned(ptr).map_err(|e| named(e, name));
+        }
+        if ffi::PyCapsule_IsValid(p, LEGACY.as_ptr()) != 0 {
+            let ptr = ffi::PyCapsule_GetPointer(p, LEGACY.as_ptr()) as *mut DLManagedTensor;
+            if ffi::PyCapsule_SetName(p, USED_LEGACY.as_ptr()) != 0 {
+                return Err(PyErr::fetch(capsule.py()));
+            }
+            return Dlpack::from_legacy(ptr).map_err(|e| named(e, name));
+        }
+        let cname = ffi::PyCapsule_GetName(p);
+        ffi::PyErr_Clear();
+        let cname = if cname.is_null() {
+            String::new()
+        } else {
+            CStr::from_ptr(cname).to_string_lossy().into_owned()
+        };
+        Err(DlpackError::new_err(if cname.starts_with("used_") {
+            format!("{name}: this DLPack capsule was already consumed")
+        } else {
+            format!("{name}: a capsule named `{cname}`, not a DLPack tensor")
+        }))
+    }
+}
+
+/// A library error with the operand's name in front where the error has none.
+fn named(e: SaError, name: &str) -> PyErr {
+    let err = py_err(e);
+    Python::attach(|py| {
+        let msg = err.value(py).to_string();
+        if msg.starts_with(name) {
+            err
+        } else {
+            let ty = err.get_type(py);
+            PyErr::from_type(ty, format!("{name}: {msg}"))
+        }
+    })
+}
+
+fn from_dlpack<'py>(
+    obj: Bound<'py, PyAny>,
+    name: &'static str,
+    dl: Dlpack,
+) -> PyResult<Operand<'py>> {
+    let dev = dl.device();
+    let device = match dev.device_type {
+        KDL_CPU | KDL_CUDA_HOST => Device::Cpu,
+        KDL_CUDA | KDL_CUDA_MANAGED => Device::Cuda(dev.device_id),
+        other => {
+            return Err(DeviceError::new_err(format!(
+                "{name}: DLPack device type {other} (id {}); a CUDA device or the CPU is needed",
+                dev.device_id
+            )))
+        }
+    };
+    Ok(Operand {
+        name,
+        framework: framework_of(&obj),
+        obj,
+        device,
+        elem: Some(dl.elem()),
+        shape: dl.shape().to_vec(),
+        strides: dl.strides().to_vec(),
+        source: Source::Dl(dl),
+    })
+}
+
+/// Consumes a pending `__dlpack__` operand, asking the producer to order its work before
+/// `stream` (DLPack's consumer stream: 1 is CUDA's legacy default stream).
+fn consume<'py>(py: Python<'py>, op: &mut Operand<'py>, stream: Option<CUstream>) -> PyResult<()> {
+    let Source::Pending(obj) = &op.source else {
+        return Ok(());
+    };
+    let kwargs = PyDict::new(py);
+    if let Some(s) = stream {
+        let handle = if s.is_null() { 1 } else { s as usize };
+        kwargs.set_item(intern!(py, "stream"), handle)?;
+    }
+    kwargs.set_item(intern!(py, "max_version"), (1, 1))?;
+    let capsule = match obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs)) {
+        Ok(c) => c,
+        Err(e) if e.is_instance_of::<pyo3::exceptions::PyTypeError>(py) => {
+            // A producer older than DLPack 1.0 takes no `max_version`.
+            kwargs.del_item(intern!(py, "max_version"))?;
+            obj.call_method(intern!(py, "__dlpack__"), (), Some(&kwargs))?
+        }
+        Err(e) => {
+            return Err(LayoutError::new_err(format!(
+                "{}: its __dlpack__ refused: {}",
+                op.name,
+                e.value(py)
+            )))
+        }
+    };
+    let dl = consume_capsule(&capsule, op.name)?;
+    let done = from_dlpack(op.obj.clone(), op.name, dl)?;
+    *op = Operand {
+        framework: op.framework,
+        ..done
+    };
+    Ok(())
+}
+
+impl Operand<'_> {
+    fn raw(&self) -> PyResult<RawTensor<'_>> {
+        let elem = self
+            .elem
+            .ok_or_else(|| Error::new_err(format!("{}: not consumed", self.name)))?;
+        let ptr = match &self.source {
+            Source::Direct { ptr } => *ptr,
+            Source::Dl(dl) => dl.raw().ptr,
+            Source::Pending(_) => {
+                return Err(Error::new_err(format!("{}: not consumed", self.name)))
+            }
+        };
+        Ok(RawTensor {
+            ptr,
+            elem,
+            shape: &self.shape,
+            strides: &self.strides,
+        })
+    }
+    fn read_only(&self) -> bool {
+        matches!(&self.source, Source::Dl(dl) if dl.read_only())
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Scalars, streams, output allocation.
+
+fn scalar(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Scalar> {
+    if obj.is_instance_of::<pyo3::types::PyBool>() {
+        return Ok(Scalar::Bool(obj.extract()?));
+    }
+    if obj.is_instance_of::<pyo3::types::PyInt>() {
+        if let Ok(v) = obj.extract::<i64>() {
+            return Ok(Scalar::I64(v));
+        }
+        if let Ok(v) = obj.extract::<u64>() {
+            return Ok(Scalar::U64(v));
+        }
+        return Err(OpError::new_err(format!(
+            "{op}: scalar {what} = {obj} does not fit in 64 bits"
+        )));
+    }
+    if let Ok(v) = obj.extract::<f64>() {
+        return Ok(Scalar::F64(v));
+    }
+    Err(OpError::new_err(format!(
+        "{op}: scalar {what} must be a bool, int or float; got {}",
+        obj.get_type().name()?
+    )))
+}
+
+/// `stream=`: an int handle, or an object with `cuda_stream` (torch) or `ptr` (CuPy).
+fn stream_arg(py: Python<'_>, s: &Bound<'_, PyAny>) -> PyResult<CUstream> {
+    let handle: usize = if let Ok(h) = s.extract::<usize>() {
+        h
+    } else if let Ok(h) = s.getattr(intern!(py, "cuda_stream")) {
+        h.extract()?
+    } else if let Ok(h) = s.getattr(intern!(py, "ptr")) {
+        h.extract()?
+    } else {
+        return Err(Error::new_err(
+            "stream: expected an int handle, a torch.cuda.Stream or a cupy.cuda.Stream",
+        ));
+    };
+    // DLPack's and CuPy's 1 and 2 are the legacy and per-thread default streams.
+    Ok(match handle {
+        1 => std::ptr::null_mut(),
+        2 => 2usize as CUstream,
+        h => h as CUstream,
+    })
+}
+
+/// The stream a CUDA call launches on: `stream=`, else the current stream of the operands'
+/// framework (torch, then CuPy), else CUDA's legacy default stream.
+fn launch_stream(
+    py: Python<'_>,
+    explicit: Option<&Bound<'_, PyAny>>,
+    frameworks: &[Framework],
+    device: i32,
+) -> PyResult<CUstream> {
+    if let Some(s) = explicit {
+        return stream_arg(py, s);
+    }
+    if frameworks.contains(&Framework::Torch) {
+        if let Some(t) = torch(py)? {
+            let h: usize = t.current_stream.bind(py).call1((device,))?.extract()?;
+            return Ok(h as CUstream);
+        }
+    }
+    if frameworks.contains(&Framework::Cupy) {
+        let cupy = py.import("cupy")?;
+        let h: usize = cupy
+            .getattr("cuda")?
+            .call_method0("get_current_stream")?
+            .getattr("ptr")?
+            .extract()?;
+        return Ok(h as CUstream);
+    }
+    Ok(std::ptr::null_mut())
+}
+
+/// The broadcast shape of the inputs (NumPy's rule), naming the first that does not fit.
+fn broadcast_shape(inputs: &[Operand<'_>]) -> PyResult<Vec<usize>> {
+    let ndim = inputs.iter().map(|o| o.shape.len()).max().unwrap_or(0);
+    let mut shape = vec![1usize; ndim];
+    for o in inputs {
+        let skip = ndim - o.shape.len();
+        for (d, &n) in o.shape.iter().enumerate() {
+            let s = &mut shape[skip + d];
+            if *s == 1 {
+                *s = n;
+            } else if n != 1 && n != *s {
+                return Err(LayoutError::new_err(format!(
+                    "{}: shape {:?} cannot be broadcast with the other inputs (to {:?})",
+                    o.name, o.shape, shape
+                )));
+            }
+        }
+    }
+    Ok(shape)
+}
+
+/// The output type when `out` is omitted: `dtype=`, else the op's one output type for these
+/// input types.
+fn output_type(
+    py: Python<'_>,
+    op: &str,
+    info: &OpInfo,
+    inputs: &[ElemType],
+    dtype: Option<&Bound<'_, PyAny>>,
+) -> PyResult<ElemType> {
+    if let Some(d) = dtype {
+        let name = if let Ok(s) = d.cast::<PyString>() {
+            s.to_string()
+        } else if let Ok(n) = d.getattr(intern!(py, "name")) {
+            // A NumPy or CuPy dtype (or a type such as numpy.float32: its dtype's name).
+            n.to_string()
+        } else {
+            d.str()?.to_string()
+        };
+        let name = if d.hasattr(intern!(py, "is_floating_point"))? {
+            d.str()?.to_string()
+        } else {
+            name
+        };
+        return elem_from_name(&name)
+            .ok_or_else(|| DtypeError::new_err(format!("dtype: {name} has no element type here")));
+    }
+    let mut outs: Vec<ElemType> = info
+        .instances
+        .iter()
+        .filter(|i| &i.types[1..] == inputs)
+        .map(|i| i.types[0])
+        .collect();
+    outs.dedup();
+    match outs.as_slice() {
+        [one] => Ok(*one),
+        [] => {
+            let names: Vec<&str> = inputs.iter().map(|t| t.name()).collect();
+            Err(DtypeError::new_err(format!(
+                "op `{op}` is not instantiated for inputs ({}); instantiated: {}",
+                names.join(", "),
+                type_lists(info)
+            )))
+        }
+        many => {
+            let names: Vec<&str> = many.iter().map(|t| t.name()).collect();
+            Err(OpError::new_err(format!(
+                "op `{op}` has several output types for these inputs ({}): pass out= or dtype=",
+                names.join(", ")
+            )))
+        }
+    }
+}
+
+fn type_lists(info: &OpInfo) -> String {
+    let mut v: Vec<String> = info
+        .instances
+        .iter()
+        .map(|i| {
+            let n: Vec<&str> = i.types.iter().map(|t| t.name()).collect();
+            format!("({})", n.join(", "))
+        })
+        .collect();
+    v.sort_unstable();
+    v.join(", ")
+}
+
+/// A new output of the first operand's framework (torch, CuPy, NumPy) on its device.
+fn allocate<'py>(
+    py: Python<'py>,
+    like: &Operand<'py>,
+    shape: &[usize],
+    elem: ElemType,
+) -> PyResult<Bound<'py, PyAny>> {
+    let shape = PyTuple::new(py, shape)?;
+    match like.framework {
+        Framework::Torch => {
+            let t = torch(py)?.ok_or_else(|| Error::new_err("torch is not imported"))?;
+            let dtype = t
+                .dtypes
+                .iter()
+                .find(|(_, e)| *e == elem)
+                .map(|(d, _)| d.bind(py).clone())
+                .ok_or_else(|| DtypeError::new_err("no torch dtype"))?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("dtype", dtype)?;
+            kwargs.set_item("device", like.obj.getattr(intern!(py, "device"))?)?;
+            t.empty.bind(py).call((shape,), Some(&kwargs))
+        }
+        Framework::Cupy | Framework::Numpy => {
+            if elem == ElemType::BF16 {
+                return Err(DtypeError::new_err(format!(
+                    "out: {} has no bfloat16; pass out=",
+                    if like.framework == Framework::Cupy {
+                        "CuPy"
+                    } else {
+                        "NumPy"
+                    }
+                )));
+            }
+            let module = py.import(if like.framework == Framework::Cupy {
+                "cupy"
+            } else {
+                "numpy"
+            })?;
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("dtype", framework_name(elem))?;
+            if like.framework == Framework::Cupy {
+                // On the operands' device.
+                let dev =
+                    module
+                        .getattr("cuda")?
+                        .getattr("Device")?
+                        .call1((match like.device {
+                            Device::Cuda(i) => i,
+                            Device::Cpu => 0,
+                        },))?;
+                dev.call_method0("__enter__")?;
+                let r = module.call_method("empty", (shape,), Some(&kwargs));
+                dev.call_method1("__exit__", (py.None(), py.None(), py.None()))?;
+                r
+            } else {
+                module.call_method("empty", (shape,), Some(&kwargs))
+            }
+        }
+        Framework::Other => Err(Error::new_err(format!(
+            "out: cannot allocate an output like {} ({}); pass out=",
+            like.name,
+            like.obj.get_type().name()?
+        ))),
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// The call.
+
+/// `out = op(inputs…)` with `scalars`; returns `out` (allocated when `None`).
+#[allow(clippy::too_many_arguments)]
+fn call<'py>(
+    py: Python<'py>,
+    op: &str,
+    info: &OpInfo,
+    scalars: &[Scalar],
+    inputs: &[Bound<'py, PyAny>],
+    out: Option<Bound<'py, PyAny>>,
+    dtype: Option<&Bound<'py, PyAny>>,
+    stream: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    const NAMES: [&str; 3] = ["a", "b", "c"];
+    if inputs.len() != info.inputs {
+        return Err(OpError::new_err(format!(
+            "op `{op}` takes {} input(s); {} given",
+            info.inputs,
+            inputs.len()
+        )));
+    }
+    let mut ops: Vec<Operand<'py>> = Vec::with_capacity(inputs.len() + 1);
+    for (k, x) in inputs.iter().enumerate() {
+        ops.push(classify(py, x.clone(), NAMES[k])?);
+    }
+    let mut out_op = match out {
+        Some(o) => Some(classify(py, o, "out")?),
+        None => None,
+    };
+    // One device for every operand.
+    let device = match (ops.first(), &out_op) {
+        (Some(first), _) => first.device,
+        (None, Some(o)) => o.device,
+        (None, None) => {
+            return Err(OpError::new_err(format!(
+                "op `{op}` has no inputs: pass out="
+            )))
+        }
+    };
+    for o in ops.iter().chain(out_op.iter()) {
+        if o.device != device {
+            return Err(DeviceError::new_err(format!(
+                "{}: on {}, while {} is on {}",
+                o.name,
+                o.device.describe(),
+                ops.first().map_or("out", |f| f.name),
+                device.describe()
+            )));
+        }
+    }
+    let stream = match device {
+        Device::Cuda(d) => {
+            let frameworks: Vec<Framework> = ops
+                .iter()
+                .chain(out_op.iter())
+                .map(|o| o.framework)
+                .collect();
+            Some(launch_stream(py, stream, &frameworks, d)?)
+        }
+        Device::Cpu => None,
+    };
+    for o in ops.iter_mut().chain(out_op.iter_mut()) {
+        consume(py, o, stream)?;
+    }
+    let in_types: Vec<ElemType> = ops.iter().map(|o| o.elem.unwrap_or(ElemType::U8)).collect();
+    let out_op = match out_op {
+        Some(o) => o,
+        None => {
+            let like = &ops[0];
+            let elem = output_type(py, op, info, &in_types, dtype)?;
+            let shape = broadcast_shape(&ops)?;
+            let obj = allocate(py, like, &shape, elem)?;
+            let mut o = classify(py, obj, "out")?;
+            consume(py, &mut o, stream)?;
+            o
+        }
+    };
+    if out_op.read_only() {
+        return Err(DlpackError::new_err(
+            "out: the producer marked this array read-only",
+        ));
+    }
+    let mut types = Vec::with_capacity(ops.len() + 1);
+    types.push(out_op.elem.unwrap_or(ElemType::U8));
+    types.extend(&in_types);
+    let dyn_op = DynOp::new(op, &types, scalars).py()?;
+    let raws: Vec<RawTensor> = ops.iter().map(|o| o.raw()).collect::<PyResult<_>>()?;
+    let out_raw = out_op.raw()?;
+    match device {
+        Device::Cuda(d) => {
+            let g = gpu(d)?;
+            // SAFETY: every operand is held (`ops`, `out_op`: the caller's objects and the
+            // consumed DLPack tensors) until this returns, after the launch is queued on the
+            // producer's stream `stream` of the device's primary context (torch and CuPy
+            // use it too); their allocators reuse memory only in that stream's order. Each
+            // pointer is the producer's own description of its CUDA memory of that type.
+            unsafe { dyn_op.launch(g, stream, out_raw, &raws) }.py()?;
+        }
+        Device::Cpu => {
+            // SAFETY: host memory described by its producer, held for the call, written only
+            // here (the GIL is held; NumPy and torch do not write behind it).
+            unsafe { dyn_op.run_cpu_raw(out_raw, &raws) }.py()?;
+        }
+    }
+    let result = out_op.obj.clone();
+    drop(ops);
+    drop(out_op);
+    Ok(result)
+}
+
+// ---------------------------------------------------------------------------------------
+// Python-facing: `Op` and module functions.
+
+/// An op by id, with its scalars bound (or given at the call).
+#[pyclass(module = "strided_apply._native", frozen)]
+struct Op {
+    id: String,
+    info: &'static OpInfo,
+    bound: Vec<Scalar>,
+}
+
+fn scalars_of(
+    op: &str,
+    info: &OpInfo,
+    positional: &[Bound<'_, PyAny>],
+    named: Option<&Bound<'_, PyDict>>,
+) -> PyResult<Vec<Scalar>> {
+    let mut out: Vec<Option<Scalar>> = vec![None; info.scalars.len()];
+    if positional.len() > info.scalars.len() {
+        return Err(OpError::new_err(format!(
+            "op `{op}` takes {} scalar(s) ({}); {} given",
+            info.scalars.len(),
+            info.scalars.join(", "),
+            positional.len()
+        )));
+    }
+    for (k, v) in positional.iter().enumerate() {
+        out[k] = Some(scalar(v, op, info.scalars[k])?);
+    }
+    if let Some(named) = named {
+        for (k, v) in named.iter() {
+            let key: String = k.extract()?;
+            let Some(i) = info.scalars.iter().position(|s| *s == key) else {
+                return Err(OpError::new_err(format!(
+                    "op `{op}` has no scalar `{key}` (its scalars: {})",
+                    if info.scalars.is_empty() {
+                        "none".to_string()
+                    } else {
+                        info.scalars.join(", ")
+                    }
+                )));
+            };
+            if out[i].is_some() {
+                return Err(OpError::new_err(format!(
+                    "op `{op}`: scalar `{key}` given twice"
+                )));
+            }
+            out[i] = Some(scalar(&v, op, &key)?);
+        }
+    }
+    out.into_iter()
+        .enumerate()
+        .map(|(k, s)| {
+            s.ok_or_else(|| {
+                OpError::new_err(format!(
+                    "op `{op}` needs scalar `{}` (its scalars: {})",
+                    info.scalars[k],
+                    info.scalars.join(", ")
+                ))
+            })
+        })
+        .collect()
+}
+
+#[pymethods]
+impl Op {
+    /// `Op(id, *scalars, **named_scalars)`: scalars bound now; with none, an op whose
+    /// scalars follow the inputs at each call.
+    #[new]
+    #[pyo3(signature = (id, *scalars, **named))]
+    fn new(
+        id: &str,
+        scalars: &Bound<'_, PyTuple>,
+        named: Option<&Bound<'_, PyDict>>,
+    ) -> PyResult<Op> {
+        let info = op_info(id)?;
+        let positional: Vec<Bound<PyAny>> = scalars.iter().collect();
+        let bound = if positional.is_empty() && named.is_none_or(|n| n.is_empty()) {
+            Vec::new()
+        } else {
+            scalars_of(id, info, &positional, named)?
+        };
+        Ok(Op {
+            id: id.to_string(),
+            info,
+            bound,
+        })
+    }
+
+    /// `op(*inputs, *scalars, out=None, dtype=None, stream=None, **named_scalars)`.
+    #[pyo3(signature = (*args, out=None, dtype=None, stream=None, **named))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        named: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let n = self.info.inputs.min(args.len());
+        let args: Vec<Bound<PyAny>> = args.iter().collect();
+        let (inputs, rest) = args.split_at(n);
+        let owned;
+        let scalars: &[Scalar] = if self.info.scalars.is_empty()
+            && rest.is_empty()
+            && named.is_none_or(|d| d.is_empty())
+        {
+            &[]
+        } else if !self.bound.is_empty() {
+            if !rest.is_empty() || named.is_some_and(|d| !d.is_empty()) {
+                return Err(OpError::new_err(format!(
+                    "op `{}`: its scalars are bound; give inputs only",
+                    self.id
+                )));
+            }
+            &self.bound
+        } else {
+            owned = scalars_of(&self.id, self.info, rest, named)?;
+            &owned
+        };
+        call(
+            py,
+            &self.id,
+            self.info,
+            scalars,
+            inputs,
+            out,
+            dtype.as_ref(),
+            stream.as_ref(),
+        )
+    }
+
+    /// The op id.
+    #[getter]
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// Number of inputs.
+    #[getter]
+    fn inputs(&self) -> usize {
+        self.info.inputs
+    }
+
+    /// The op's scalar names, in order.
+    #[getter]
+    fn scalar_names(&self) -> Vec<&'static str> {
+        self.info.scalars.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        if self.bound.is_empty() {
+            format!("strided_apply.Op({:?})", self.id)
+        } else {
+            format!("strided_apply.Op({:?}, {:?})", self.id, self.bound)
+        }
+    }
+}
+
+/// `(op_id, types, scalar_names, tolerance)`.
+type InstanceRow = (
+    &'static str,
+    Vec<&'static str>,
+    Vec<&'static str>,
+    Option<u32>,
+);
+
+/// Every instantiated (op, types) family: `(op_id, types, scalar_names, tolerance)`, types
+/// output first; tolerance `None` for exact ops, else the ulp bound against an f64
+/// reference.
+#[pyfunction]
+fn instances() -> Vec<InstanceRow> {
+    use strided_apply::ops::Tolerance;
+    dispatch::instances()
+        .map(|i| {
+            let types = i.types.iter().map(|t| t.name()).collect();
+            let scalars = (i.builder)().map_or(Vec::new(), |b| b.scalars.to_vec());
+            let tol = match (i.tolerance)() {
+                Some(Tolerance::Ulp(n)) => Some(n),
+                _ => None,
+            };
+            (i.op(), types, scalars, tol)
+        })
+        .collect()
+}
+
+/// The op ids, sorted.
+#[pyfunction]
+fn op_ids() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = op_table().keys().copied().collect();
+    v.sort_unstable();
+    v
+}
+
+/// The code chosen for each loaded module on CUDA device `device` (cubin or PTX).
+#[pyfunction]
+#[pyo3(signature = (device=0))]
+fn module_info(device: i32) -> PyResult<Vec<String>> {
+    Ok(gpu(device)?
+        .module_info()
+        .iter()
+        .map(|m| format!("{m:?}"))
+        .collect())
+}
+
+/// Loads the families of `op_ids` on CUDA device `device` now (before a CUDA graph capture:
+/// loading a module is not allowed while capturing).
+#[pyfunction]
+#[pyo3(signature = (op_ids, device=0))]
+fn preload(op_ids: Vec<String>, device: i32) -> PyResult<()> {
+    let g = gpu(device)?;
+    for id in &op_ids {
+        let info = op_info(id)?;
+        for inst in &info.instances {
+            g.preload_kernels(&inst.names).py()?;
+        }
+    }
+    Ok(())
+}
+
+#[pymodule(gil_used = true)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    m.add_class::<Op>()?;
+    m.add_function(wrap_pyfunction!(instances, m)?)?;
+    m.add_function(wrap_pyfunction!(op_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(module_info, m)?)?;
+    m.add_function(wrap_pyfunction!(preload, m)?)?;
+    m.add("Error", py.get_type::<Error>())?;
+    m.add("LayoutError", py.get_type::<LayoutError>())?;
+    m.add("DtypeError", py.get_type::<DtypeError>())?;
+    m.add("DeviceError", py.get_type::<DeviceError>())?;
+    m.add("OpError", py.get_type::<OpError>())?;
+    m.add("DlpackError", py.get_type::<DlpackError>())?;
+    m.add("CudaError", py.get_type::<CudaError>())?;
+    Ok(())
+}

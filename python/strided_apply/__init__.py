@@ -1,0 +1,91 @@
+"""strided-apply from Python: strided and broadcast pointwise GPU kernels written in Rust.
+
+Operands are torch tensors, any object with ``__dlpack__`` (CuPy, JAX, NumPy) or DLPack
+capsules, in any layout (strided, sliced, transposed, expanded, flipped). CUDA operands run
+on the producer's current stream (``torch.cuda.current_stream()``, CuPy's current stream,
+or ``stream=``) with no synchronisation; host operands (NumPy, torch CPU tensors) run on the
+CPU twin, the same op code on the CPU.
+
+>>> import numpy as np, strided_apply as sa
+>>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
+>>> sa.add(a, a[::-1]).tolist()                   # out omitted: a new NumPy array
+[[3.0, 5.0, 7.0], [3.0, 5.0, 7.0]]
+>>> out = np.empty((2, 3), np.float32)
+>>> _ = sa.apply(sa.ops.Axpy(2.0), a, a, out=out)  # out = 2 a + a
+>>> out[1].tolist()
+[9.0, 12.0, 15.0]
+
+Every op of the library is a function here (``sa.op_ids()``): its inputs, then its scalars
+(``sa.add_s(a, 2.5)``, ``sa.clamp(a, 0, 1)``), then ``out=``, ``dtype=`` (the output type
+when ``out`` is omitted and the inputs allow several) and ``stream=``.
+"""
+
+from ._native import (  # noqa: F401
+    CudaError,
+    DeviceError,
+    DlpackError,
+    DtypeError,
+    Error,
+    LayoutError,
+    Op,
+    OpError,
+    instances,
+    module_info,
+    op_ids,
+    preload,
+)
+
+__all__ = [
+    "Op",
+    "apply",
+    "ops",
+    "instances",
+    "op_ids",
+    "module_info",
+    "preload",
+    "Error",
+    "LayoutError",
+    "DtypeError",
+    "DeviceError",
+    "OpError",
+    "DlpackError",
+    "CudaError",
+]
+
+
+def apply(op, *inputs, out=None, dtype=None, stream=None):
+    """``out = op(*inputs)``: ``op`` an :class:`Op` (scalars bound) or an op id."""
+    if isinstance(op, str):
+        op = Op(op)
+    return op(*inputs, out=out, dtype=dtype, stream=stream)
+
+
+def _key(name):
+    return name.replace("_", "").lower()
+
+
+class _Ops:
+    """The op library by class-like name: ``sa.ops.DivMul(3, 7)``, ``sa.ops.AddS(2.5)``
+    (case and underscores ignored), each an :class:`Op` with its scalars bound."""
+
+    def __init__(self):
+        self._by_key = {_key(i): i for i in op_ids()}
+
+    def __getattr__(self, name):
+        op_id = self._by_key.get(_key(name))
+        if op_id is None:
+            raise AttributeError(f"strided_apply.ops has no op {name!r}; op ids: {op_ids()}")
+        return lambda *scalars, **named: Op(op_id, *scalars, **named)
+
+    def __dir__(self):
+        return sorted(self._by_key.values())
+
+
+ops = _Ops()
+
+# One function per op id: `sa.add`, `sa.where`, `sa.cast`, ...
+for _id in op_ids():
+    if _id not in globals():
+        globals()[_id] = Op(_id)
+        __all__.append(_id)
+del _id
