@@ -650,18 +650,18 @@ fn output_type(
     dtype: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<ElemType> {
     if let Some(d) = dtype {
+        // A name ('f32', 'float32'), a torch dtype ('torch.float32'), a NumPy or CuPy dtype
+        // (its `name`) or a scalar type such as numpy.float32 (its `__name__`).
         let name = if let Ok(s) = d.cast::<PyString>() {
             s.to_string()
+        } else if d.hasattr(intern!(py, "is_floating_point"))? {
+            d.str()?.to_string()
         } else if let Ok(n) = d.getattr(intern!(py, "name")) {
-            // A NumPy or CuPy dtype (or a type such as numpy.float32: its dtype's name).
+            n.to_string()
+        } else if let Ok(n) = d.getattr(intern!(py, "__name__")) {
             n.to_string()
         } else {
             d.str()?.to_string()
-        };
-        let name = if d.hasattr(intern!(py, "is_floating_point"))? {
-            d.str()?.to_string()
-        } else {
-            name
         };
         return elem_from_name(&name)
             .ok_or_else(|| DtypeError::new_err(format!("dtype: {name} has no element type here")));
