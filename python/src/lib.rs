@@ -326,7 +326,14 @@ fn classify<'py>(
     }
     let framework = framework_of(&obj);
     let Ok(dev) = obj.call_method0(intern!(py, "__dlpack_device__")) else {
-        return Err(Error::new_err(format!(
+        if obj.is_instance_of::<pyo3::types::PyFloat>()
+            || obj.is_instance_of::<pyo3::types::PyInt>()
+        {
+            return Err(OpError::new_err(format!(
+                "{name}: a Python number where a tensor is expected; ops with a scalar operand have their own ids (add_s, mul_s, rsub_s, …: `sa.op_ids()`)"
+            )));
+        }
+        return Err(OpError::new_err(format!(
             "{name}: expected a tensor, an array with __dlpack__ or a DLPack capsule; got {}",
             obj.get_type().name()?
         )));
@@ -1044,29 +1051,95 @@ impl Op {
     }
 }
 
-/// `(op_id, types, scalar_names, tolerance)`.
-type InstanceRow = (
-    &'static str,
-    Vec<&'static str>,
-    Vec<&'static str>,
-    Option<u32>,
-);
+/// Host time of each phase of `op(*inputs, out=out)` on CUDA operands, in ns per call
+/// averaged over `n` calls of each phase (a diagnostic for the Python bench; the caller
+/// synchronises first so the launch queue does not fill): reading the operands, the stream
+/// query, finding the op, the launch, and the whole call.
+#[pyfunction]
+#[pyo3(signature = (n, op, *inputs, out))]
+fn _call_phases<'py>(
+    py: Python<'py>,
+    n: usize,
+    op: &str,
+    inputs: &Bound<'py, PyTuple>,
+    out: Bound<'py, PyAny>,
+) -> PyResult<Vec<(&'static str, f64)>> {
+    const NAMES: [&str; 3] = ["a", "b", "c"];
+    let info = op_info(op)?;
+    let inputs: Vec<Bound<PyAny>> = inputs.iter().collect();
+    let n = n.max(1);
+    let time = |f: &mut dyn FnMut() -> PyResult<()>| -> PyResult<f64> {
+        let t = std::time::Instant::now();
+        for _ in 0..n {
+            f()?;
+        }
+        Ok(t.elapsed().as_nanos() as f64 / n as f64)
+    };
+    let classify_all = || -> PyResult<Vec<Operand<'py>>> {
+        let mut v = Vec::with_capacity(inputs.len() + 1);
+        for (k, x) in inputs.iter().enumerate() {
+            v.push(classify(py, x.clone(), NAMES[k])?);
+        }
+        v.push(classify(py, out.clone(), "out")?);
+        Ok(v)
+    };
+    let t_read = time(&mut || classify_all().map(drop))?;
+    let ops = classify_all()?;
+    let Device::Cuda(d) = ops[0].device else {
+        return Err(DeviceError::new_err("_call_phases: CUDA operands only"));
+    };
+    if ops
+        .iter()
+        .any(|o| !matches!(o.source, Source::Direct { .. }))
+    {
+        return Err(Error::new_err("_call_phases: torch CUDA tensors only"));
+    }
+    let frameworks: Vec<Framework> = ops.iter().map(|o| o.framework).collect();
+    let t_stream = time(&mut || launch_stream(py, None, &frameworks, d).map(drop))?;
+    let stream = launch_stream(py, None, &frameworks, d)?;
+    let mut types: Vec<ElemType> = vec![ops[inputs.len()].elem.unwrap_or(ElemType::U8)];
+    types.extend(
+        ops[..inputs.len()]
+            .iter()
+            .map(|o| o.elem.unwrap_or(ElemType::U8)),
+    );
+    let t_find = time(&mut || DynOp::new(op, &types, &[]).map(drop).py())?;
+    let dyn_op = DynOp::new(op, &types, &[]).py()?;
+    let g = gpu(d)?;
+    let raws: Vec<RawTensor> = ops[..inputs.len()]
+        .iter()
+        .map(|o| o.raw())
+        .collect::<PyResult<_>>()?;
+    let out_raw = ops[inputs.len()].raw()?;
+    // SAFETY: as in `call`: torch's tensors, held by the caller, on torch's current stream.
+    let t_launch = time(&mut || unsafe { dyn_op.launch(g, Some(stream), out_raw, &raws) }.py())?;
+    let t_call =
+        time(&mut || call(py, op, info, &[], &inputs, Some(out.clone()), None, None).map(drop))?;
+    Ok(vec![
+        ("read_operands", t_read),
+        ("stream", t_stream),
+        ("find_op", t_find),
+        ("launch", t_launch),
+        ("call", t_call),
+    ])
+}
 
 /// Every instantiated (op, types) family: `(op_id, types, scalar_names, tolerance)`, types
-/// output first; tolerance `None` for exact ops, else the ulp bound against an f64
-/// reference.
+/// output first (tuples of names); tolerance `None` for exact ops, else the ulp bound against
+/// an f64 reference.
 #[pyfunction]
-fn instances() -> Vec<InstanceRow> {
+fn instances(py: Python<'_>) -> PyResult<Vec<Bound<'_, PyTuple>>> {
     use strided_apply::ops::Tolerance;
     dispatch::instances()
         .map(|i| {
-            let types = i.types.iter().map(|t| t.name()).collect();
-            let scalars = (i.builder)().map_or(Vec::new(), |b| b.scalars.to_vec());
+            let types = PyTuple::new(py, i.types.iter().map(|t| t.name()))?;
+            let scalars =
+                PyTuple::new(py, (i.builder)().map_or(Vec::new(), |b| b.scalars.to_vec()))?;
             let tol = match (i.tolerance)() {
                 Some(Tolerance::Ulp(n)) => Some(n),
                 _ => None,
             };
-            (i.op(), types, scalars, tol)
+            (i.op(), types, scalars, tol).into_pyobject(py)
         })
         .collect()
 }
@@ -1113,6 +1186,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op_ids, m)?)?;
     m.add_function(wrap_pyfunction!(module_info, m)?)?;
     m.add_function(wrap_pyfunction!(preload, m)?)?;
+    m.add_function(wrap_pyfunction!(_call_phases, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("LayoutError", py.get_type::<LayoutError>())?;
     m.add("DtypeError", py.get_type::<DtypeError>())?;
