@@ -29,8 +29,9 @@
 //! - **Op ids** are the first name part of the `kernels!` line (README, "Run-time
 //!   dispatch"). Ops with scalars (`add_s`, `clamp`, `fill`, `axpy`, …) take them as
 //!   [`Scalar`]s, converted to the op's element type (floats round, integers must be exact).
-//! - **Cost**: [`DynOp::new`] finds the family (two hash lookups) and builds the op value;
-//!   keep the `DynOp` to launch it again. Neither allocates.
+//! - **Cost**: [`DynOp::new`] finds the family (two FxHash lookups, skipped when this thread
+//!   found the same op last) and builds the op value; keep the `DynOp` to launch it again.
+//!   Neither allocates.
 
 use crate::api::{check_aliasing, Region};
 use crate::cpu::run_layouts;
