@@ -21,7 +21,9 @@
 use crate::apply::OpArg;
 use crate::elem::{bf16, f16, Bool, ElemType};
 use crate::instantiate::KernelNames;
-use crate::ops::{Accuracy, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update};
+use crate::ops::{
+    Accuracy, CastFrom, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update,
+};
 use core::marker::PhantomData;
 
 #[cfg(feature = "dispatch")]
@@ -64,21 +66,26 @@ pub trait FromScalar: Sized {
 }
 
 macro_rules! float_from_scalar {
-    ($($t:ty: $f64:expr),*) => {$(
+    ($($t:ty),*) => {$(
         impl FromScalar for $t {
+            /// Rounded once to nearest even from the value the scalar holds, by the
+            /// element casts of [`Cast`](crate::ops::Cast) (16-bit types through `f32`
+            /// rounded to odd). A `U64` above `i64::MAX` goes through `f64` first.
             fn from_scalar(s: Scalar) -> Option<Self> {
-                let to: fn(f64) -> $t = $f64;
                 Some(match s {
-                    Scalar::F64(x) => to(x),
-                    Scalar::I64(x) => to(x as f64),
-                    Scalar::U64(x) => to(x as f64),
-                    Scalar::Bool(b) => to(b as u8 as f64),
+                    Scalar::F64(x) => <$t as CastFrom<f64>>::cast_from(x),
+                    Scalar::I64(x) => <$t as CastFrom<i64>>::cast_from(x),
+                    Scalar::U64(x) => match i64::try_from(x) {
+                        Ok(x) => <$t as CastFrom<i64>>::cast_from(x),
+                        Err(_) => <$t as CastFrom<f64>>::cast_from(x as f64),
+                    },
+                    Scalar::Bool(b) => <$t as CastFrom<Bool>>::cast_from(Bool::from(b)),
                 })
             }
         }
     )*};
 }
-float_from_scalar!(f64: |x| x, f32: |x| x as f32, f16: f16::from_f64, bf16: bf16::from_f64);
+float_from_scalar!(f64, f32, f16, bf16);
 
 macro_rules! int_from_scalar {
     ($($t:ty),*) => {$(
@@ -382,6 +389,31 @@ mod tests {
         assert_eq!(i32::from_scalar(Scalar::F64(1e10)), None);
         assert_eq!(f32::from_scalar(Scalar::F64(0.1)), Some(0.1f32));
         assert_eq!(bf16::from_scalar(Scalar::I64(3)), Some(bf16::from_f32(3.0)));
+        // Rounded once: just above a tie rounds up (half's `from_f64` drops the low bits of
+        // the double first and rounded these down).
+        let above = 1.0 + 2f64.powi(-11) + 2f64.powi(-40);
+        assert_eq!(
+            f16::from_scalar(Scalar::F64(above)).map(f16::to_bits),
+            Some(0x3c01)
+        );
+        let above = 1.0 + 2f64.powi(-8) + 2f64.powi(-40);
+        assert_eq!(
+            bf16::from_scalar(Scalar::F64(above)).map(bf16::to_bits),
+            Some(0x3f81)
+        );
+        // Integers round once too (2^24 + 1 is a tie in f32: even).
+        assert_eq!(
+            f32::from_scalar(Scalar::I64((1 << 24) + 1)),
+            Some(16777216.0)
+        );
+        assert_eq!(
+            f32::from_scalar(Scalar::I64((1 << 24) + 3)),
+            Some(16777220.0)
+        );
+        assert_eq!(
+            f16::from_scalar(Scalar::Bool(true)),
+            Some(f16::from_f32(1.0))
+        );
         assert_eq!(Bool::from_scalar(Scalar::I64(1)), Some(Bool::TRUE));
         assert_eq!(Bool::from_scalar(Scalar::I64(2)), None);
         assert_eq!(Bool::from_scalar(Scalar::F64(1.0)), None);
