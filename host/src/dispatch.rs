@@ -33,12 +33,12 @@
 //!   found the same op last) and builds the op value; keep the `DynOp` to launch it again.
 //!   Neither allocates.
 
-use crate::api::{check_aliasing, Region};
+use crate::api::check_aliasing;
 use crate::cpu::run_layouts;
 use crate::error::{Error, Operand, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
-use crate::raw::{launch_raw, RawTensor, OPERANDS};
+use crate::raw::{checked_layouts, launch_raw, raw_regions, RawTensor, OPERANDS};
 use cudarc::driver::sys::CUstream;
 pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
 use gpu_kernels::dispatch::{OpValue, INSTANCES};
@@ -269,16 +269,8 @@ impl DynOp {
     /// As [`run_cpu_raw`](Self::run_cpu_raw).
     unsafe fn run_raw_n<const N: usize>(&self, t: [RawTensor<'_>; N]) -> Result<()> {
         let types = self.instance.types;
-        let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
-        for k in 0..N {
-            layouts[k] = t[k].check(OPERANDS[k], types[k])?;
-        }
-        let regions: [Region; N] = std::array::from_fn(|k| Region {
-            operand: OPERANDS[k],
-            buffer: t[k].ptr,
-            elem_size: types[k].size(),
-            layout: &layouts[k],
-        });
+        let layouts = checked_layouts(types, &t)?;
+        let regions = raw_regions(types, &t, &layouts);
         check_aliasing(&regions[0], &regions[1..])?;
         // `check_aliasing` left only inputs at exactly the output's positions among those
         // sharing its bytes; each is read from a copy of its bytes (8-byte words: aligned

@@ -59,6 +59,33 @@ impl RawTensor<'_> {
 /// Operand names in messages, output first.
 pub(crate) const OPERANDS: [Operand; 4] = ["out", "a", "b", "c"];
 
+/// Each raw tensor's layout after checking it against its element type in `types`
+/// (output first).
+pub(crate) fn checked_layouts<const N: usize>(
+    types: &[ElemType],
+    t: &[RawTensor<'_>; N],
+) -> Result<[Layout; N]> {
+    let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
+    for k in 0..N {
+        layouts[k] = t[k].check(OPERANDS[k], types[k])?;
+    }
+    Ok(layouts)
+}
+
+/// The memory regions of raw tensors with their checked `layouts`.
+pub(crate) fn raw_regions<'a, const N: usize>(
+    types: &[ElemType],
+    t: &[RawTensor<'_>; N],
+    layouts: &'a [Layout; N],
+) -> [Region<'a>; N] {
+    std::array::from_fn(|k| Region {
+        operand: OPERANDS[k],
+        buffer: t[k].ptr,
+        elem_size: types[k].size(),
+        layout: &layouts[k],
+    })
+}
+
 /// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
 /// against its element type in `types` (output first), plans, checks the aliasing rules and
 /// launches the kernels `names` with the kernel argument `op`.
@@ -74,20 +101,12 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
     types: &[ElemType],
     t: [RawTensor<'_>; N],
 ) -> Result<()> {
-    let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
-    for k in 0..N {
-        layouts[k] = t[k].check(OPERANDS[k], types[k])?;
-    }
+    let layouts = checked_layouts(types, &t)?;
     let plan: Plan<N> = plan(
         std::array::from_fn(|k| &layouts[k]),
         std::array::from_fn(|k| OPERANDS[k]),
     )?;
-    let regions: [Region; N] = std::array::from_fn(|k| Region {
-        operand: OPERANDS[k],
-        buffer: t[k].ptr,
-        elem_size: types[k].size(),
-        layout: &layouts[k],
-    });
+    let regions = raw_regions(types, &t, &layouts);
     check_aliasing(&regions[0], &regions[1..])?;
     if plan.numel == 0 {
         return Ok(());

@@ -734,3 +734,24 @@ def assert_matches(got, want, out_type: str, tolerance, context: str = "") -> No
         raise AssertionError(
             f"{prefix}{int(bad.sum())} of {bad.size} elements differ ({out_type}, {tol}):\n" + "\n".join(lines)
         )
+
+
+# Domains (low, high) of float data for the ops with a tolerance: no specials, and for
+# the fused ops no cancellation (their f32 op math rounds several times).
+DOMAINS = {
+    "exp": (-5, 5),
+    "log": (0.05, 20),
+    "sin": (-4, 4),
+    "cos": (-4, 4),
+    "tanh": (-4, 4),
+    "sigmoid": (-8, 8),
+    "pow": (0.25, 4),
+    "pow_s": (0.25, 4),
+    "axpy": (0.5, 2),
+    "axpby": (0.5, 2),
+    "lerp": (1, 2),
+    "recip_update": (0.5, 2),
+    "silu": (-4, 4),
+    "divmul": (-4, 4),
+    "bias_relu": (-4, 4),
+}

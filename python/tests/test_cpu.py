@@ -13,6 +13,7 @@ import pytest
 import strided_apply as sa
 from casecount import count_case
 from reference import (
+    DOMAINS,
     FLOAT_TYPES,
     INT_RANGE,
     INT_TYPES,
@@ -111,26 +112,6 @@ LAYOUTS = {
 
 SPECIALS = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 1e30]
 CAST_SPECIALS = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e10, -1e10, 3.5e9, 255.5, 256.0, -1.5, 2.5, 65519.0, 65520.0, 3e38, -2.6e9]
-
-# Domains (low, high) of float data for the ops with a tolerance: no specials, and for
-# the fused ops no cancellation (their f32 op math rounds several times).
-DOMAINS = {
-    "exp": (-5, 5),
-    "log": (0.05, 20),
-    "sin": (-4, 4),
-    "cos": (-4, 4),
-    "tanh": (-4, 4),
-    "sigmoid": (-8, 8),
-    "pow": (0.25, 4),
-    "pow_s": (0.25, 4),
-    "axpy": (0.5, 2),
-    "axpby": (0.5, 2),
-    "lerp": (1, 2),
-    "recip_update": (0.5, 2),
-    "silu": (-4, 4),
-    "divmul": (-4, 4),
-    "bias_relu": (-4, 4),
-}
 
 
 def int_values(t, n, rng):

@@ -49,6 +49,7 @@ torch = pytest.importorskip("torch")
 
 import strided_apply as sa  # noqa: E402
 from casecount import count_case  # noqa: E402
+from reference import DOMAINS  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False"
@@ -98,23 +99,6 @@ def base_op(op):
 # ----------------------------------------------------------------------------------------
 # Data (generated on the CPU with a seeded generator, then moved).
 
-DOMAINS = {
-    "exp": (-5, 5),
-    "log": (0.05, 20),
-    "sin": (-4, 4),
-    "cos": (-4, 4),
-    "tanh": (-4, 4),
-    "sigmoid": (-8, 8),
-    "pow": (0.25, 4),
-    "pow_s": (0.25, 4),
-    "axpy": (0.5, 2),
-    "axpby": (0.5, 2),
-    "lerp": (1, 2),
-    "recip_update": (0.5, 2),
-    "silu": (-4, 4),
-    "divmul": (-4, 4),
-    "bias_relu": (-4, 4),
-}
 SPECIALS = [float("nan"), float("inf"), float("-inf"), 0.0, -0.0, 1.0, -1.0, 1e-40, 3e-6]
 CAST_INT_DOMAIN = {"u8": (0, 250), "i32": (-2e9, 2e9), "u32": (0, 4e9), "i64": (-9e18, 9e18)}
 
