@@ -23,6 +23,7 @@ use std::sync::{Mutex, OnceLock};
 use strided_apply::cudarc::driver::sys::CUstream;
 use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
 use strided_apply::dlpack::{DLManagedTensor, DLManagedTensorVersioned, Dlpack};
+use strided_apply::layout::broadcast_shapes;
 use strided_apply::raw::RawTensor;
 use strided_apply::{ElemType, Error as SaError, Gpu};
 
@@ -626,25 +627,17 @@ fn launch_stream(
     Ok(std::ptr::null_mut())
 }
 
-/// The broadcast shape of the inputs (NumPy's rule), naming the first that does not fit.
+/// The broadcast shape of the inputs (NumPy's rule, `layout::broadcast_shapes`), naming the
+/// first that does not fit.
 fn broadcast_shape(inputs: &[Operand<'_>]) -> PyResult<Vec<usize>> {
-    let ndim = inputs.iter().map(|o| o.shape.len()).max().unwrap_or(0);
-    let mut shape = vec![1usize; ndim];
-    for o in inputs {
-        let skip = ndim - o.shape.len();
-        for (d, &n) in o.shape.iter().enumerate() {
-            let s = &mut shape[skip + d];
-            if *s == 1 {
-                *s = n;
-            } else if n != 1 && n != *s {
-                return Err(LayoutError::new_err(format!(
-                    "{}: shape {:?} cannot be broadcast with the other inputs (to {:?})",
-                    o.name, o.shape, shape
-                )));
-            }
-        }
-    }
-    Ok(shape)
+    inputs.iter().try_fold(Vec::new(), |shape, o| {
+        broadcast_shapes(&shape, &o.shape).ok_or_else(|| {
+            LayoutError::new_err(format!(
+                "{}: shape {:?} cannot be broadcast with the other inputs (to {:?})",
+                o.name, o.shape, shape
+            ))
+        })
+    })
 }
 
 /// The output type when `out` is omitted: `dtype=`, else the op's one output type for these
@@ -782,6 +775,29 @@ fn allocate<'py>(
 // ---------------------------------------------------------------------------------------
 // The call.
 
+fn check_input_count(op: &str, info: &OpInfo, given: usize) -> PyResult<()> {
+    if given != info.inputs {
+        return Err(OpError::new_err(format!(
+            "op `{op}` takes {} input(s); {given} given",
+            info.inputs
+        )));
+    }
+    Ok(())
+}
+
+/// The inputs as operands `a`, `b`, `c` (at most three: the op's input count is checked first).
+fn classify_inputs<'py>(
+    py: Python<'py>,
+    inputs: &[Bound<'py, PyAny>],
+) -> PyResult<Vec<Operand<'py>>> {
+    const NAMES: [&str; 3] = ["a", "b", "c"];
+    let mut ops = Vec::with_capacity(inputs.len() + 1);
+    for (x, name) in inputs.iter().zip(NAMES) {
+        ops.push(classify(py, x.clone(), name)?);
+    }
+    Ok(ops)
+}
+
 /// `out = op(inputs…)` with `scalars`; returns `out` (allocated when `None`).
 #[allow(clippy::too_many_arguments)]
 fn call<'py>(
@@ -794,18 +810,8 @@ fn call<'py>(
     dtype: Option<&Bound<'py, PyAny>>,
     stream: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    const NAMES: [&str; 3] = ["a", "b", "c"];
-    if inputs.len() != info.inputs {
-        return Err(OpError::new_err(format!(
-            "op `{op}` takes {} input(s); {} given",
-            info.inputs,
-            inputs.len()
-        )));
-    }
-    let mut ops: Vec<Operand<'py>> = Vec::with_capacity(inputs.len() + 1);
-    for (k, x) in inputs.iter().enumerate() {
-        ops.push(classify(py, x.clone(), NAMES[k])?);
-    }
+    check_input_count(op, info, inputs.len())?;
+    let mut ops = classify_inputs(py, inputs)?;
     let mut out_op = match out {
         Some(o) => Some(classify(py, o, "out")?),
         None => None,
@@ -1064,9 +1070,9 @@ fn _call_phases<'py>(
     inputs: &Bound<'py, PyTuple>,
     out: Bound<'py, PyAny>,
 ) -> PyResult<Vec<(&'static str, f64)>> {
-    const NAMES: [&str; 3] = ["a", "b", "c"];
     let info = op_info(op)?;
     let inputs: Vec<Bound<PyAny>> = inputs.iter().collect();
+    check_input_count(op, info, inputs.len())?;
     let n = n.max(1);
     let time = |f: &mut dyn FnMut() -> PyResult<()>| -> PyResult<f64> {
         let t = std::time::Instant::now();
@@ -1076,10 +1082,7 @@ fn _call_phases<'py>(
         Ok(t.elapsed().as_nanos() as f64 / n as f64)
     };
     let classify_all = || -> PyResult<Vec<Operand<'py>>> {
-        let mut v = Vec::with_capacity(inputs.len() + 1);
-        for (k, x) in inputs.iter().enumerate() {
-            v.push(classify(py, x.clone(), NAMES[k])?);
-        }
+        let mut v = classify_inputs(py, &inputs)?;
         v.push(classify(py, out.clone(), "out")?);
         Ok(v)
     };
