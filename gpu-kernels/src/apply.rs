@@ -13,6 +13,7 @@
 
 use crate::geometry::{Geometry, Index};
 use crate::ops::{Op1, Op2, Op3, Op4};
+use core::mem::size_of;
 
 /// An op as a kernel parameter: the padding keeps zero-sized ops from vanishing from the
 /// PTX parameter list, so the host passes every kernel the same parameter shapes.
@@ -156,18 +157,31 @@ pub unsafe fn apply4<
 #[derive(Clone, Copy)]
 pub struct Chunk<T, const E: usize>(pub [T; E]);
 
-/// Elements per thread-iteration of the vectorised variant: one 16-byte vector of the
-/// smallest operand type (larger types load several vectors).
+/// A chunk of 8, 4 or 2 bytes with that alignment (a narrower input's chunk when the
+/// output's is 16 bytes: [`load`]).
+macro_rules! aligned_chunk {
+    ($($name:ident $align:literal),*) => {$(
+        #[repr(C, align($align))]
+        #[derive(Clone, Copy)]
+        struct $name<T, const E: usize>([T; E]);
+    )*};
+}
+aligned_chunk!(Chunk8 8, Chunk4 4, Chunk2 2);
+
+/// Elements per thread-iteration of the vectorised variant, for operands of these sizes
+/// (output first): one 16-byte vector of the output. An input of narrower elements loads a
+/// smaller aligned vector (a `bf16` input of an `f32` output: 8 bytes), a wider one several
+/// vectors. CUDA C reference on the H200 (`benches/NOTES.md`, step 15): `bf16 → f32` 4025–4093
+/// GB/s with 4 elements per thread against 3768–3792 with 8.
 pub const fn vec_width(sizes: &[usize]) -> usize {
-    let mut min = 16;
-    let mut i = 0;
-    while i < sizes.len() {
-        if sizes[i] < min {
-            min = sizes[i];
-        }
-        i += 1;
-    }
-    16 / min
+    16 / sizes[0]
+}
+
+/// Whether an input of `size`-byte elements may have element stride 2 in a vectorised
+/// kernel of width `width` (its chunk is read as whole 16-byte vectors, [`load_even`]).
+/// The launcher and the kernels apply the same rule.
+pub const fn step2_ok(size: usize, width: usize) -> bool {
+    size >= 4 && (size * width).is_multiple_of(16)
 }
 
 /// Offsets of chunk `c` of the vectorised variant. `g.ndim == 0`: contiguous, every
@@ -214,9 +228,18 @@ fn stride2<const N: usize>(g: &Geometry<u32, 2, N>, k: usize) -> bool {
     g.ndim != 0 && g.strides[k][0] == 2
 }
 
+/// Chunk of `E` elements at `p`, in one access of its size where that is 2, 4, 8 or a
+/// multiple of 16 bytes: the launcher aligns every chunk to the smaller of its size and 16
+/// bytes (16-byte aligned bases and rows, chunks at multiples of `E` elements).
 #[inline(always)]
 unsafe fn load<T: Copy, const E: usize>(p: *const T) -> [T; E] {
-    (*(p as *const Chunk<T, E>)).0
+    match size_of::<[T; E]>() {
+        16 | 32 | 48 | 64 | 128 => (*(p as *const Chunk<T, E>)).0,
+        8 => (*(p as *const Chunk8<T, E>)).0,
+        4 => (*(p as *const Chunk4<T, E>)).0,
+        2 => (*(p as *const Chunk2<T, E>)).0,
+        _ => core::ptr::read(p as *const [T; E]),
+    }
 }
 
 /// 16-byte vector loads that LLVM keeps whole (see `device::load_v4`); plain loads on the
@@ -285,9 +308,9 @@ macro_rules! vec_body {
             step: u64,
         ) {
             let chunks = n / E as u64;
-            // Element stride 2 only for inputs of 4 bytes or more (the launcher's rule): the
-            // path is compiled out of narrower types' kernels.
-            $( let $x = ($x, core::mem::size_of::<$t>() >= 4 && stride2(g, $k)); )*
+            // Element stride 2 only where `step2_ok` allows it (the launcher's rule): the
+            // path is compiled out of other kernels.
+            $( let $x = ($x, step2_ok(size_of::<$t>(), E) && stride2(g, $k)); )*
             let mut c = first;
             while c < chunks {
                 #[allow(unused_variables)]

@@ -24,6 +24,7 @@ use crate::instantiate::KernelNames;
 use crate::ops::{
     Accuracy, CastFrom, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update,
 };
+use crate::stencil::StencilNames;
 use core::marker::PhantomData;
 
 #[cfg(feature = "dispatch")]
@@ -37,6 +38,75 @@ pub use linkme as __linkme;
 #[cfg(feature = "dispatch")]
 #[linkme::distributed_slice]
 pub static INSTANCES: [Instance];
+
+/// Every instantiated stencil family (the `stencil` lines of `kernels!`), in link order;
+/// feature `dispatch`, as [`INSTANCES`].
+#[cfg(feature = "dispatch")]
+#[linkme::distributed_slice]
+pub static STENCILS: [StencilInstance];
+
+/// One instantiated stencil family: its id (the line's first name part: `lap2` for
+/// `[lap2 f32]`), element type (output and input), kernels, op builder and the CPU twin's
+/// body.
+pub struct StencilInstance {
+    pub op: &'static str,
+    pub elem: ElemType,
+    pub names: StencilNames,
+    /// Gives the stencil's [`Builder`] (`None` for a stencil without [`FromScalars`]).
+    pub builder: fn() -> Option<Builder>,
+    pub run: StencilRun,
+}
+
+impl StencilInstance {
+    /// The family name, e.g. `lap2_f32`.
+    pub fn family(&self) -> &'static str {
+        self.names.s32.strip_suffix("_s").unwrap_or(self.names.s32)
+    }
+}
+
+impl core::fmt::Debug for StencilInstance {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("StencilInstance")
+            .field("op", &self.op)
+            .field("elem", &self.elem)
+            .field("module", &self.names.module)
+            .field("family", &self.family())
+            .finish()
+    }
+}
+
+/// The CPU twin of one stencil family, type-erased: the stencil body over the linear
+/// indices `first..n`.
+///
+/// # Safety
+/// `op` was built by the instance's [`Builder`]; `g`'s invariants
+/// ([`StencilGeometry`](crate::stencil::StencilGeometry)) hold for `out` and `inp`, typed as
+/// the instance's element type, for every index below `n`, and no other thread writes the
+/// outputs of `first..n` or any input element meanwhile.
+pub type StencilRun = unsafe fn(
+    op: &OpValue,
+    n: u64,
+    g: &crate::stencil::StencilGeometry<u64>,
+    out: *mut u8,
+    inp: *const u8,
+    first: u64,
+);
+
+/// [`StencilRun`] of stencil `S` over `T`.
+///
+/// # Safety
+/// As [`StencilRun`], with `op` built by [`build::<S>`].
+pub unsafe fn stencil_run<S: crate::stencil::Stencil<T>, T: Copy>(
+    op: &OpValue,
+    n: u64,
+    g: &crate::stencil::StencilGeometry<u64>,
+    out: *mut u8,
+    inp: *const u8,
+    first: u64,
+) {
+    // SAFETY: the caller's contract.
+    unsafe { crate::stencil::stencil(op.get::<S>(), n, g, out.cast(), inp.cast(), first, 1) }
+}
 
 /// A scalar argument of an op built at run time (`add_s`'s right operand, `clamp`'s bounds,
 /// `fill`'s value, a fused op's constants).

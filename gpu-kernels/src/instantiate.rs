@@ -145,6 +145,7 @@ macro_rules! kernels {
     (@arity stencil [$($part:ident)+] $op:ty; $t:ty) => {
         $crate::kernels!(@stencil_entry [$($part)+] "s" u32, $op; $t);
         $crate::kernels!(@stencil_entry [$($part)+] "s64" u64, $op; $t);
+        $crate::__register_stencil!([$($part)+] $op; $t);
         impl $crate::stencil::StencilKernels<$t> for $op {
             const NAMES: $crate::stencil::StencilNames = $crate::stencil::StencilNames {
                 module: env!("CARGO_PKG_NAME"),
@@ -321,9 +322,45 @@ macro_rules! __register_instance {
     (@row Kernels4 $op:ty; $($t:ty),+) => { $crate::dispatch::row4::<$op, $($t),+> };
 }
 
+/// The run-time dispatch entry of one `kernels!` stencil line (`dispatch::STENCILS`), on host
+/// builds with the feature `dispatch`; nothing otherwise.
+#[cfg(all(not(target_arch = "nvptx64"), feature = "dispatch"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_stencil {
+    ([$first:ident $($rest:ident)*] $op:ty; $t:ty) => {
+        const _: () = {
+            #[$crate::dispatch::__linkme::distributed_slice($crate::dispatch::STENCILS)]
+            #[linkme(crate = $crate::dispatch::__linkme)]
+            static STENCIL: $crate::dispatch::StencilInstance = $crate::dispatch::StencilInstance {
+                op: stringify!($first),
+                elem: <$t as $crate::Elem>::TYPE,
+                names: <$op as $crate::stencil::StencilKernels<$t>>::NAMES,
+                builder: {
+                    #[allow(clippy::needless_borrow)]
+                    fn builder() -> ::core::option::Option<$crate::dispatch::Builder> {
+                        #[allow(unused_imports)]
+                        use $crate::dispatch::{ViaScalars as _, WithoutScalars as _};
+                        (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).builder()
+                    }
+                    builder
+                },
+                run: $crate::dispatch::stencil_run::<$op, $t>,
+            };
+        };
+    };
+}
+
 #[cfg(not(all(not(target_arch = "nvptx64"), feature = "dispatch")))]
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __register_instance {
+    ($($t:tt)*) => {};
+}
+
+#[cfg(not(all(not(target_arch = "nvptx64"), feature = "dispatch")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_stencil {
     ($($t:tt)*) => {};
 }

@@ -46,7 +46,9 @@ pub mod tiled;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TileArg {
-    /// Bit `k - 1` set: input `k` is read through shared memory.
+    /// Bit `k - 1` set: input `k` is read through shared memory. Bit
+    /// [`PAIR_ALIGNED`]` << k` set (the paired form, [`TILE_PAIRED`]): every pair of operand
+    /// `k` that the tile moves is an aligned 4-byte word of it (operand 0 is the output).
     pub staged: u32,
     /// Tiles along axis 0 (the output's unit-stride axis).
     pub tiles_x: FastDiv,
@@ -98,6 +100,9 @@ pub struct TileShape {
     pub x: u32,
     pub y: u32,
     pub rows: u32,
+    /// The paired form for 2-byte operands: every thread moves pairs of elements, one
+    /// 4-byte access each where the operand allows it (`tiled`, [`TILE_PAIRED`]).
+    pub paired: bool,
 }
 
 impl TileShape {
@@ -108,8 +113,12 @@ impl TileShape {
 
     /// Bytes of dynamic shared memory that stage one input of `size`-byte elements: an
     /// `x × (y + 1)` tile (the padding column avoids bank conflicts), rounded up to 16
-    /// bytes. Input `k`'s stage follows inputs `1..k`'s.
+    /// bytes; in the paired form `y` rows of `x / 2 + 1` 4-byte pairs. Input `k`'s stage
+    /// follows inputs `1..k`'s.
     pub const fn stage_bytes(self, size: usize) -> usize {
+        if self.paired {
+            return (self.y * (self.x / 2 + 1)) as usize * 4;
+        }
         (((self.y + 1) * self.x) as usize * size).div_ceil(16) * 16
     }
 }
@@ -121,17 +130,48 @@ pub const TILE2: TileShape = TileShape {
     x: 64,
     y: 64,
     rows: 8,
+    paired: false,
 };
 /// Tiles of `apply3` (two inputs, each staged or not): 32 × 32, 8 values per thread.
 pub const TILE3: TileShape = TileShape {
     x: 32,
     y: 32,
     rows: 4,
+    paired: false,
 };
+/// Tiles of apply2 and apply3 when every operand has 2-byte elements (f16, bf16): 64 × 64,
+/// blocks of 32 × 8 threads, each thread moving pairs of elements along the operand's
+/// unit-stride axis as one 4-byte access (16 elements per thread and input). With one
+/// element per access a 2-byte tile issues twice the loads, stores and shared-memory
+/// accesses of an f32 tile for the same bytes; CUDA C references on the H200: bf16
+/// `A + Bᵀ` 4170–4181 GB/s paired against 3287–3294 with 32 × 32 element tiles
+/// (`benches/NOTES.md`, step 15).
+pub const TILE_PAIRED: TileShape = TileShape {
+    x: 64,
+    y: 64,
+    rows: 8,
+    paired: true,
+};
+/// [`TileArg::staged`] bit `PAIR_ALIGNED << k`: operand `k`'s pairs are aligned words.
+pub const PAIR_ALIGNED: u32 = 1 << 8;
 
-/// The tile shape of the tiled variant with `operands` operands (output included).
-pub const fn tile_shape(operands: usize) -> TileShape {
-    if operands == 2 {
+/// Whether operands of these element sizes (output first) take the paired form.
+pub const fn pairs(sizes: &[usize]) -> bool {
+    let mut i = 0;
+    while i < sizes.len() {
+        if sizes[i] != 2 {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// The tile shape of the tiled variant for operands of these element sizes (output first).
+pub const fn tile_shape(sizes: &[usize]) -> TileShape {
+    if pairs(sizes) {
+        TILE_PAIRED
+    } else if sizes.len() == 2 {
         TILE2
     } else {
         TILE3

@@ -227,6 +227,28 @@ impl<T: Num> Stencil<T> for Laplacian3 {
     }
 }
 
+// The built-in stencils carry no scalars: run-time dispatch builds them from none.
+#[cfg(not(target_arch = "nvptx64"))]
+macro_rules! no_scalars {
+    ($($t:ty),*) => {$(
+        impl crate::dispatch::FromScalars for $t {
+            fn from_scalars(s: &[crate::dispatch::Scalar]) -> Option<Self> {
+                s.is_empty().then(Self::default)
+            }
+        }
+    )*};
+}
+#[cfg(not(target_arch = "nvptx64"))]
+no_scalars!(ForwardDiff, BackwardDiff, Laplacian2, Laplacian3);
+#[cfg(not(target_arch = "nvptx64"))]
+impl<const DX: i32, const DY: i32, const DZ: i32> crate::dispatch::FromScalars
+    for Shift<DX, DY, DZ>
+{
+    fn from_scalars(s: &[crate::dispatch::Scalar]) -> Option<Self> {
+        s.is_empty().then_some(Shift)
+    }
+}
+
 /// Names of one stencil's kernels in one PTX module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StencilNames {

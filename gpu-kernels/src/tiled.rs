@@ -12,12 +12,17 @@
 //!
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
+//!
+//! When every operand has 2-byte elements the kernels take the **paired form**
+//! ([`TILE_PAIRED`](crate::TILE_PAIRED), see [`paired`]): the same two phases, but each
+//! thread moves pairs of elements along the operand's unit-stride axis, one 4-byte access
+//! per pair where the operand's pairs are aligned words.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{FastDiv, TileArg, TILE2, TILE3};
-use core::mem::MaybeUninit;
+use crate::{FastDiv, TileArg, PAIR_ALIGNED, TILE2, TILE3, TILE_PAIRED};
+use core::mem::{size_of, transmute_copy, MaybeUninit};
 
 /// Offsets of element `(x, y)` of this block's batch element.
 #[inline(always)]
@@ -165,6 +170,18 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     out: *mut O,
     a: *const A,
 ) {
+    if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
+        let f = |o: &mut [u16; PAIR_VALUES], [a]: &[[u16; PAIR_VALUES]; 1]| {
+            let mut j = 0;
+            while j < PAIR_VALUES {
+                let mut ov: O = transmute_copy(&o[j]);
+                op.apply(&mut ov, transmute_copy(&a[j]));
+                o[j] = transmute_copy(&ov);
+                j += 1;
+            }
+        };
+        return paired::<2, 1>(g, t, out.cast(), [a.cast()], Op::READS_OUT, f);
+    }
     const X: u32 = TILE2.x;
     const Y: u32 = TILE2.y;
     const R: u32 = TILE2.rows;
@@ -206,6 +223,18 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     a: *const A,
     b: *const B,
 ) {
+    if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
+        let f = |o: &mut [u16; PAIR_VALUES], [a, b]: &[[u16; PAIR_VALUES]; 2]| {
+            let mut j = 0;
+            while j < PAIR_VALUES {
+                let mut ov: O = transmute_copy(&o[j]);
+                op.apply(&mut ov, transmute_copy(&a[j]), transmute_copy(&b[j]));
+                o[j] = transmute_copy(&ov);
+                j += 1;
+            }
+        };
+        return paired::<3, 2>(g, t, out.cast(), [a.cast(), b.cast()], Op::READS_OUT, f);
+    }
     const X: u32 = TILE3.x;
     const Y: u32 = TILE3.y;
     const R: u32 = TILE3.rows;
@@ -236,4 +265,205 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
         }
         i += 1;
     }
+}
+
+// ------------------------------------------------------------------ paired form
+
+const PX: u32 = TILE_PAIRED.x;
+const PY: u32 = TILE_PAIRED.y;
+const PR: u32 = TILE_PAIRED.rows;
+/// Phase-2 pairs per thread (one pair of axis 0 in each of `WORDS` rows of axis 1).
+const WORDS: usize = (PX / 2 * PY / (32 * PR)) as usize;
+/// Values per thread and operand in phase 2.
+const PAIR_VALUES: usize = 2 * WORDS;
+/// Phase-1 pairs of rows per thread and staged input.
+const ROW_PAIRS: usize = WORDS / 2;
+/// Words per row of a stage: `PX / 2` pairs and one of padding.
+const STAGE_ROW: u32 = PX / 2 + 1;
+/// Words of one input's stage (`TILE_PAIRED.stage_bytes / 4`).
+const STAGE_WORDS: usize = (PY * STAGE_ROW) as usize;
+const _: () = assert!(STAGE_WORDS * 4 == TILE_PAIRED.stage_bytes(2) && PX == 64 && PY == 64);
+
+/// `body` for `i = 0, 1, …, n − 1` (`n` a constant of at most 16) as straight-line code, so
+/// that per-thread arrays indexed by `i` stay in registers. A macro rather than a function
+/// taking a closure: LLVM decides whether to unroll a loop, or to inline a closure called
+/// several times, by its size, and a closure left out of line takes its arrays to the stack.
+macro_rules! unrolled {
+    ($n:expr, |$i:ident| $body:block) => {
+        unrolled!(@each $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    };
+    (@each $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+        const { assert!($n <= 16) };
+        $( if $k < $n { let $i: usize = $k; $body } )*
+    }};
+}
+
+/// Whether `(x, y)` is inside the geometry's axes 0 and 1.
+#[inline(always)]
+fn inside<const N: usize>(g: &Geometry<u32, 5, N>, x: u32, y: u32) -> bool {
+    x < g.sizes[0] && y < g.sizes[1]
+}
+
+/// The pair of operand `k` at `(x, y)` and its neighbour along axis 1 (`along_y`) or 0, the
+/// first element in the low half: one 4-byte load if the operand's pairs are aligned words
+/// and both are inside, else one 2-byte load for each that is inside (0 for the others).
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn load_pair<const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    base: &[u32; N],
+    k: usize,
+    p: *const u16,
+    aligned: bool,
+    along_y: bool,
+    x: u32,
+    y: u32,
+) -> u32 {
+    let (x1, y1) = if along_y { (x, y + 1) } else { (x + 1, y) };
+    // The second element inside means the first is (it is not past it on either axis).
+    if aligned && inside(g, x1, y1) {
+        return *(p.offset(at(g, base, k, x, y)) as *const u32);
+    }
+    let lo = if inside(g, x, y) {
+        *p.offset(at(g, base, k, x, y))
+    } else {
+        0
+    };
+    let hi = if inside(g, x1, y1) {
+        *p.offset(at(g, base, k, x1, y1))
+    } else {
+        0
+    };
+    lo as u32 | (hi as u32) << 16
+}
+
+/// Writes the output pair at `(x, y)`, `(x + 1, y)`: one 4-byte store if its pairs are
+/// aligned words and both are inside, else a 2-byte store for each that is inside.
+#[inline(always)]
+unsafe fn store_pair<const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    base: &[u32; N],
+    out: *mut u16,
+    aligned: bool,
+    (x, y): (u32, u32),
+    w: u32,
+) {
+    if aligned && inside(g, x + 1, y) {
+        *(out.offset(at(g, base, 0, x, y)) as *mut u32) = w;
+        return;
+    }
+    if inside(g, x, y) {
+        *out.offset(at(g, base, 0, x, y)) = w as u16;
+    }
+    if inside(g, x + 1, y) {
+        *out.offset(at(g, base, 0, x + 1, y)) = (w >> 16) as u16;
+    }
+}
+
+/// The paired form of the tiled variant for `NI` inputs (operands `1..=NI`), every operand
+/// of 2-byte elements, passed as raw 16-bit values; `compute` applies the op to a thread's
+/// `PAIR_VALUES` output values (loaded first when `reads_out`) and input values. Tiles of
+/// `PX × PY` = 64 × 64 elements, blocks of 32 × `PR` threads:
+/// 1. a staged input: thread `(tx, ty)` loads the pairs at `y = y0 + 2tx` (along axis 1,
+///    its unit-stride axis) of rows `x = x0 + 2m` and `x + 1`, `m = ty + PR · j`: a warp
+///    reads 128 contiguous bytes per row. An unstaged input is loaded at its phase-2
+///    positions. All loads are issued before the first shared-memory store. The staged
+///    2 × 2 blocks are transposed in registers into pairs along axis 0 and stored to
+///    `stage[y][m ^ (y / 32)]`, rows of `STAGE_ROW` words (the XOR keeps the stores of
+///    rows `2tx` and `2tx + 1` in different banks; the reads of phase 2 are a permutation
+///    of one row);
+/// 2. after the barrier, thread `(tx, ty)` owns the output pairs at `x = x0 + 2tx`, rows
+///    `y = y0 + ty + PR · j`: it gathers their input values, applies the op in a plain loop
+///    (LLVM unrolls it for cheap ops and keeps one copy of an expensive one), and stores
+///    each pair as one 4-byte access where it can.
+///
+/// # Safety
+/// As [`apply2_tiled`] with [`TILE_PAIRED`]: the Geometry invariants hold for every
+/// `(x, y, batch)` of the grid; the launch has `32 × PR` threads per block and `NI` stages
+/// of `TILE_PAIRED.stage_bytes(2)` bytes of dynamic shared memory; bit `PAIR_ALIGNED << k`
+/// of `t.staged` is set only if every offset `at(x, y)` that the tile reads or writes as a
+/// pair's first element (even `x`, or even `y` for a staged input, along the operand's
+/// unit-stride axis) is even from a 4-byte aligned base.
+#[inline(always)]
+unsafe fn paired<const N: usize, const NI: usize>(
+    g: &Geometry<u32, 5, N>,
+    t: &TileArg,
+    out: *mut u16,
+    ins: [*const u16; NI],
+    reads_out: bool,
+    compute: impl FnOnce(&mut [u16; PAIR_VALUES], &[[u16; PAIR_VALUES]; NI]),
+) {
+    const { assert!(NI + 1 == N && size_of::<u32>() == 4) };
+    let (tx, ty, block) = tile_thread();
+    let (x0, y0, base) = block_origin::<N, PX, PY>(g, t, block);
+    let staged = |i: usize| t.staged & (1 << i) != 0;
+    let aligned = |k: usize| t.staged & (PAIR_ALIGNED << k) != 0;
+    // Phase 1: every load of the tile.
+    let mut rows = [[[0u32; ROW_PAIRS]; 2]; NI];
+    let mut pre = [[0u32; WORDS]; NI];
+    unrolled!(NI, |i| {
+        let (k, src) = (i + 1, ins[i]);
+        if staged(i) {
+            unrolled!(ROW_PAIRS, |j| {
+                let (x, y) = (x0 + 2 * (ty + PR * j as u32), y0 + 2 * tx);
+                rows[i][0][j] = load_pair(g, &base, k, src, aligned(k), true, x, y);
+                rows[i][1][j] = load_pair(g, &base, k, src, aligned(k), true, x + 1, y);
+            });
+        } else {
+            unrolled!(WORDS, |j| {
+                let (x, y) = (x0 + 2 * tx, y0 + ty + PR * j as u32);
+                pre[i][j] = load_pair(g, &base, k, src, aligned(k), false, x, y);
+            });
+        }
+    });
+    let stages = shared_base() as *mut u32;
+    unrolled!(NI, |i| {
+        if staged(i) {
+            let st = stages.add(i * STAGE_WORDS);
+            // Rows 2tx and 2tx + 1 share `y / 32`.
+            let (y, swizzle) = (2 * tx, tx >> 4);
+            unrolled!(ROW_PAIRS, |j| {
+                let col = (ty + PR * j as u32) ^ swizzle;
+                let (r0, r1) = (rows[i][0][j], rows[i][1][j]);
+                *st.add((y * STAGE_ROW + col) as usize) = (r0 & 0xffff) | (r1 << 16);
+                *st.add(((y + 1) * STAGE_ROW + col) as usize) = (r0 >> 16) | (r1 & 0xffff_0000);
+            });
+        }
+    });
+    sync_threads();
+    // Phase 2: gather, compute, store.
+    let x = x0 + 2 * tx;
+    let mut vals = [[0u16; PAIR_VALUES]; NI];
+    let mut outs = [0u16; PAIR_VALUES];
+    unrolled!(WORDS, |j| {
+        let yl = ty + PR * j as u32;
+        unrolled!(NI, |i| {
+            let w = if staged(i) {
+                *stages.add(i * STAGE_WORDS + (yl * STAGE_ROW + (tx ^ (yl >> 5))) as usize)
+            } else {
+                pre[i][j]
+            };
+            vals[i][2 * j] = w as u16;
+            vals[i][2 * j + 1] = (w >> 16) as u16;
+        });
+        if reads_out {
+            let w = load_pair(
+                g,
+                &base,
+                0,
+                out as *const u16,
+                aligned(0),
+                false,
+                x,
+                y0 + yl,
+            );
+            outs[2 * j] = w as u16;
+            outs[2 * j + 1] = (w >> 16) as u16;
+        }
+    });
+    compute(&mut outs, &vals);
+    unrolled!(WORDS, |j| {
+        let w = outs[2 * j] as u32 | (outs[2 * j + 1] as u32) << 16;
+        store_pair(g, &base, out, aligned(0), (x, y0 + ty + PR * j as u32), w);
+    });
 }

@@ -106,7 +106,7 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
         // alignment conditions, the caller the rest.
         return unsafe { gpu.launch(names, Variant::Vec, shape, stream, args.as_mut()) };
     }
-    if let Some((g, t, shape)) = tiled_geometry(names, plan, &elem_sizes) {
+    if let Some((g, t, shape)) = tiled_geometry(names, plan, &ptrs, &elem_sizes) {
         let mut args = params(op, &t, &g, &ptrs);
         // SAFETY: the parameter list is (OpArg<Op>, TileArg, Geometry<u32, 5, N>, N pointers)
         // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
@@ -216,7 +216,7 @@ impl Params {
 
 /// The vectorised variant's geometry when it applies: every base pointer 16-byte aligned,
 /// and either a contiguous plan, or a 1-axis or 2-axis plan whose inner axis has stride 1
-/// in the output and 1 in every input, or 2 in an input of 4 or more bytes per element (a
+/// in the output and 1 in every input, or 2 in an input that `step2_ok` allows (a
 /// step-2 slice such as `A[:, ::2]`); with 2 axes, also a row length that is a multiple of
 /// the vector width and 16-byte aligned row strides.
 fn vec_geometry<const N: usize>(
@@ -228,11 +228,12 @@ fn vec_geometry<const N: usize>(
         return None;
     }
     let width = gpu_kernels::apply::vec_width(elem_sizes) as u64;
-    // Stride 2 only for 4- and 8-byte inputs (the kernels compile the path out of the
-    // others: their bytes would be picked out of 32-bit words, one by one).
+    // Stride 2 only for 4- and 8-byte inputs read as whole 16-byte vectors (the kernels
+    // compile the path out of the others: their bytes would be picked out of 32-bit words,
+    // one by one).
     let step_ok = |k: usize| match plan.strides[k][0] {
         1 => true,
-        2 => elem_sizes[k] >= 4,
+        2 => gpu_kernels::apply::step2_ok(elem_sizes[k], width as usize),
         _ => false,
     };
     let inner_ok = plan.strides[0][0] == 1 && (1..N).all(step_ok);
@@ -251,9 +252,12 @@ fn vec_geometry<const N: usize>(
 /// The tiled variant's geometry when it applies: a 32-bit plan of at most 5 dimensions whose
 /// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
 /// Axes are reordered to `[0, j, batch…]`; inputs not coalesced along axis 0 are staged.
+/// With 2-byte operands (the paired form) the operands whose pairs are aligned words are
+/// marked ([`pairs_aligned`]).
 fn tiled_geometry<const N: usize>(
     names: &KernelNames,
     plan: &Plan<N>,
+    ptrs: &[u64; N],
     elem_sizes: &[usize; N],
 ) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape)> {
     let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
@@ -274,10 +278,18 @@ fn tiled_geometry<const N: usize>(
             g.strides[k][to] = plan.strides[k][from] as i32 as u32;
         }
     }
-    let staged = (1..N)
+    let mut staged = (1..N)
         .filter(|&k| slow(k))
         .fold(0u32, |m, k| m | 1 << (k - 1));
-    let tile = gpu_kernels::tile_shape(N);
+    let tile = gpu_kernels::tile_shape(elem_sizes);
+    if tile.paired {
+        for k in 0..N {
+            let unit_axis = usize::from(k > 0 && staged & 1 << (k - 1) != 0);
+            if pairs_aligned(&g, k, unit_axis, ptrs[k]) {
+                staged |= gpu_kernels::PAIR_ALIGNED << k;
+            }
+        }
+    }
     // Every divisor is at least 1 (sizes in use are) and at most the element count, below
     // 2^31 in a 32-bit plan; `FastDiv::new` checks both.
     let t = TileArg {
@@ -304,6 +316,25 @@ fn tiled_geometry<const N: usize>(
             shared_bytes: shared as u32,
         },
     ))
+}
+
+/// Whether every pair of 2-byte elements of operand `k` that a paired tile moves — the
+/// element at an even coordinate of `unit_axis` (0: the output's unit-stride axis, 1: a
+/// staged input's) and the next one along that axis — is an aligned 4-byte word: the
+/// operand has unit stride on that axis, even strides on every other axis of more than
+/// one element, and a 4-byte aligned address at the origin.
+fn pairs_aligned<const N: usize>(
+    g: &Geometry<u32, 5, N>,
+    k: usize,
+    unit_axis: usize,
+    addr: u64,
+) -> bool {
+    let ndim = g.ndim as usize;
+    addr % 4 == 0
+        && g.strides[k][unit_axis] == 1
+        && (0..ndim)
+            .filter(|&d| d != unit_axis && g.sizes[d] > 1)
+            .all(|d| g.strides[k][d] % 2 == 0)
 }
 
 macro_rules! typed_apply {
