@@ -442,6 +442,72 @@ fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
     Ok(format!("{families} families, {launches} launches"))
 }
 
+/// Every registered stencil family by id (`stencil::DynStencil`) on the GPU against the same
+/// `DynStencil` on the CPU twin over raw host addresses, from random bytes, on each input
+/// layout of the stencil table (contiguous, transposed, sliced, reversed, broadcast) and a
+/// dense and a transposed output: bit for bit (any NaN matching any NaN).
+fn dispatch_stencils(gpu: &Gpu) -> TestResult {
+    use strided_apply::raw::RawTensor;
+    use strided_apply::stencil::{stencil_instances, DynStencil};
+    let e = |e: Error| e.to_string();
+    let mut rng = Rng(0x57e);
+    fn raw(addr: u64, t: strided_apply::ElemType, l: &strided_apply::Layout) -> RawTensor<'_> {
+        RawTensor {
+            ptr: addr + (l.offset() * t.size()) as u64,
+            elem: t,
+            shape: l.shape(),
+            strides: l.strides(),
+        }
+    }
+    let (shape, axes) = ([9usize, 17, 33], [2usize, 0, 1]);
+    let (mut families, mut launches) = (0usize, 0usize);
+    for inst in stencil_instances() {
+        let t = inst.elem;
+        let op = DynStencil::new(inst.op, t).map_err(e)?;
+        for (in_name, li, in_len) in common::stencil::input_layouts(&shape) {
+            for (out_name, lo) in common::stencil::output_layouts(&shape) {
+                let what = format!("{} {}, {in_name}, {out_name}", inst.op, t.name());
+                let n: usize = shape.iter().product();
+                let input = random_bytes(t, in_len, &mut rng);
+                let init = random_bytes(t, n, &mut rng);
+                let d_in = DeviceTensor::from_slice(gpu, &input, &[input.len()]).map_err(e)?;
+                let d_out = DeviceTensor::from_slice(gpu, &init, &[init.len()]).map_err(e)?;
+                // SAFETY: the layouts lie inside their buffers (the stencil table's), which
+                // live until `to_vec` below synchronises.
+                unsafe {
+                    op.launch(
+                        gpu,
+                        None,
+                        raw(d_out.buffer().addr(), t, &lo),
+                        raw(d_in.buffer().addr(), t, &li),
+                        &axes,
+                    )
+                }
+                .map_err(|x| format!("{what}: {x}"))?;
+                let got = d_out.to_vec(gpu).map_err(e)?;
+                let mut want = init.clone();
+                // SAFETY: host vectors covering the same layouts.
+                unsafe {
+                    op.run_cpu_raw(
+                        raw(want.as_mut_ptr() as u64, t, &lo),
+                        raw(input.as_ptr() as u64, t, &li),
+                        &axes,
+                    )
+                }
+                .map_err(|x| format!("{what}: CPU: {x}"))?;
+                if !dispatch_close(t, false, &got, &want) {
+                    return Err(format!("{what}: GPU and CPU twin differ"));
+                }
+                launches += 1;
+            }
+        }
+        families += 1;
+    }
+    Ok(format!(
+        "{families} stencil families by id, {launches} launches, GPU = CPU twin"
+    ))
+}
+
 /// 100 launches of four kinds (typed `apply3` with a transposed input, a run-time
 /// dispatched `add_s`, a stencil, a typed op with a scalar) captured into a CUDA graph on
 /// the Gpu's stream after `preload_kernels`, replayed twice from fresh inputs, and checked
@@ -1905,8 +1971,9 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 22] = [
+    let tests: [GpuTest; 23] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
+        ("gpu_stencils_by_id_match_cpu_twin", dispatch_stencils),
         (
             "gpu_run_time_dispatch_every_family_matches_cpu_twin",
             dispatch_all_instances,

@@ -256,3 +256,118 @@ fn bad_stencil_calls_are_typed_errors() {
     let e0 = Layout::contiguous(&[0, 5]).unwrap();
     stencil::apply_cpu::<_, f64>(ForwardDiff, (&mut [], &e0), (&[], &e0), &[1]).unwrap();
 }
+
+/// Run-time dispatch of stencils (`DynStencil`): every registered family runs on the CPU
+/// twin over raw host addresses and equals the typed CPU twin bit for bit, on a transposed
+/// input; unknown ids, missing element types and bad calls are typed errors.
+#[test]
+fn stencils_by_id_equal_the_typed_twin() {
+    use strided_apply::dispatch::FromScalars;
+    use strided_apply::raw::RawTensor;
+    use strided_apply::stencil::{stencil_instances, DynStencil};
+    use strided_apply::ElemType;
+    let (rows, cols) = (7usize, 9usize);
+    let input: Vec<f32> = (0..rows * cols)
+        .map(|v| ((v * 37) % 23) as f32 - 11.0)
+        .collect();
+    // The input seen transposed: shape [cols, rows].
+    let lt = Layout::new(&[cols, rows], &[1, cols as isize], 0).unwrap();
+    let lo = Layout::contiguous(&[cols, rows]).unwrap();
+    let axes = [1usize, 0];
+    fn raw(ptr: u64, elem: ElemType, l: &Layout) -> RawTensor<'_> {
+        RawTensor {
+            ptr,
+            elem,
+            shape: l.shape(),
+            strides: l.strides(),
+        }
+    }
+    fn typed<S: Stencil<f32> + FromScalars>(
+        out: &mut [f32],
+        lo: &Layout,
+        input: &[f32],
+        lt: &Layout,
+        axes: &[usize],
+    ) {
+        let op = S::from_scalars(&[]).expect("built-in stencils take no scalars");
+        stencil::apply_cpu(op, (out, lo), (input, lt), axes).unwrap();
+    }
+    let mut checked = Vec::new();
+    for inst in stencil_instances().filter(|i| i.elem == ElemType::F32) {
+        let mut want = vec![f32::NAN; rows * cols];
+        match inst.op {
+            "lap2" => typed::<Laplacian2>(&mut want, &lo, &input, &lt, &axes),
+            "lap3" => typed::<Laplacian3>(&mut want, &lo, &input, &lt, &axes),
+            "fdiff" => typed::<ForwardDiff>(&mut want, &lo, &input, &lt, &axes),
+            "bdiff" => typed::<BackwardDiff>(&mut want, &lo, &input, &lt, &axes),
+            "shift_xp" => typed::<Shift<1, 0, 0>>(&mut want, &lo, &input, &lt, &axes),
+            "shift_xm" => typed::<Shift<-1, 0, 0>>(&mut want, &lo, &input, &lt, &axes),
+            "shift_yp" => typed::<Shift<0, 1, 0>>(&mut want, &lo, &input, &lt, &axes),
+            "shift_ym" => typed::<Shift<0, -1, 0>>(&mut want, &lo, &input, &lt, &axes),
+            "shift_zp" => typed::<Shift<0, 0, 1>>(&mut want, &lo, &input, &lt, &axes),
+            "shift_zm" => typed::<Shift<0, 0, -1>>(&mut want, &lo, &input, &lt, &axes),
+            other => panic!("a built-in stencil this test does not know: {other}"),
+        }
+        let mut got = vec![f32::NAN; rows * cols];
+        let op = DynStencil::new(inst.op, ElemType::F32).unwrap();
+        let (o, i) = (got.as_mut_ptr() as u64, input.as_ptr() as u64);
+        // SAFETY: both addresses are live host vectors of f32 covering their layouts.
+        unsafe {
+            op.run_cpu_raw(
+                raw(o, ElemType::F32, &lo),
+                raw(i, ElemType::F32, &lt),
+                &axes,
+            )
+        }
+        .unwrap();
+        assert_eq!(
+            got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+            "{}",
+            inst.op
+        );
+        checked.push(inst.op);
+    }
+    checked.sort_unstable();
+    assert_eq!(checked.len(), 10, "f32 stencil families: {checked:?}");
+    // Every family of the built-in list is registered: 10 stencils × f32, f64, f16, bf16.
+    assert_eq!(stencil_instances().count(), 40);
+
+    let e = DynStencil::new("lap9", ElemType::F32).unwrap_err();
+    assert!(
+        matches!(e, Error::UnknownOp { .. }) && e.to_string().contains("lap2"),
+        "{e}"
+    );
+    let e = DynStencil::new("lap2", ElemType::I32).unwrap_err();
+    assert!(
+        matches!(e, Error::NotInstantiated { .. }) && e.to_string().contains("f32"),
+        "{e}"
+    );
+    // An input of another element type, and an output that overlaps the input.
+    let op = DynStencil::new("lap2", ElemType::F32).unwrap();
+    let mut out = vec![0.0f32; rows * cols];
+    let (o, i) = (out.as_mut_ptr() as u64, input.as_ptr() as u64);
+    // SAFETY: live host vectors covering the layouts (the calls fail before any access).
+    let e = unsafe {
+        op.run_cpu_raw(
+            raw(o, ElemType::F32, &lo),
+            raw(i, ElemType::F64, &lt),
+            &axes,
+        )
+    }
+    .unwrap_err();
+    assert!(
+        matches!(e, Error::TypeMismatch { .. }) && e.to_string().contains("input"),
+        "{e}"
+    );
+    // SAFETY: as above.
+    let e = unsafe {
+        op.run_cpu_raw(
+            raw(o, ElemType::F32, &lo),
+            raw(o, ElemType::F32, &lt),
+            &axes,
+        )
+    }
+    .unwrap_err();
+    assert!(matches!(e, Error::StencilOverlap { .. }), "{e}");
+}

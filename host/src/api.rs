@@ -451,4 +451,81 @@ mod tests {
             "ragged rows"
         );
     }
+
+    #[test]
+    fn chunks_follow_the_output_and_step2_needs_whole_vectors() {
+        use gpu_kernels::apply::{step2_ok, vec_width};
+        // One 16-byte vector of the output per chunk.
+        assert_eq!(vec_width(&[4, 2, 4]), 4, "f32 out of bf16 and f32");
+        assert_eq!(vec_width(&[2, 4]), 8, "bf16 out of f32");
+        assert_eq!(vec_width(&[1, 4, 4]), 16, "bool out of f32");
+        // An f32 input of an f64 output (chunks of 2: 8 bytes) is not read as stride 2.
+        assert!(step2_ok(4, 4) && step2_ok(8, 2) && !step2_ok(4, 2) && !step2_ok(2, 8));
+        let out = Layout::contiguous(&[64, 128]).unwrap();
+        let wide = Layout::contiguous(&[64, 256]).unwrap();
+        let s2 = wide.slice(1, None, None, 2).unwrap();
+        let p: Plan<2> = plan([&out, &s2], ["out", "a"]).unwrap();
+        assert!(
+            vec_geometry(&p, &[0x1000, 0x2000], &[8, 4]).is_none(),
+            "f64 ← f32[::2]"
+        );
+        assert!(
+            vec_geometry(&p, &[0x1000, 0x2000], &[4, 4]).is_some(),
+            "f32 ← f32[::2]"
+        );
+    }
+
+    /// The tiled launch of `out = f(a, b)` over 2-byte operands with `ptrs`.
+    fn tiled_of(out: &Layout, a: &Layout, b: &Layout, ptrs: [u64; 3]) -> (TileArg, LaunchShape) {
+        let p: Plan<3> = plan([out, a, b], ["out", "a", "b"]).unwrap();
+        let names = KernelNames {
+            module: "m",
+            vec: "v",
+            tiled: "t",
+            contig: "c",
+            d1: "d1",
+            d2: "d2",
+            d3: "d3",
+            dn: "dn",
+        };
+        let (_, t, shape) = tiled_geometry(&names, &p, &ptrs, &[2; 3]).expect("a tiled plan");
+        (t, shape)
+    }
+
+    #[test]
+    fn two_byte_tiles_are_paired_where_pairs_are_aligned_words() {
+        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
+        assert!(TILE_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE_PAIRED);
+        assert!(!gpu_kernels::tile_shape(&[2, 2, 4]).paired);
+        let (r, c) = (128usize, 192usize);
+        let out = Layout::contiguous(&[r, c]).unwrap();
+        let bt = Layout::contiguous(&[c, r])
+            .unwrap()
+            .permute(&[1, 0])
+            .unwrap();
+        let ptrs = [0x1000, 0x2000, 0x3000];
+        let (t, shape) = tiled_of(&out, &out, &bt, ptrs);
+        // b staged; out, a and b all aligned; 64 × 64 tiles, 32 × 8 threads, two stages.
+        assert_eq!(t.staged, 0b10 | 0b111 * PAIR_ALIGNED);
+        assert_eq!((t.tiles_x.d, t.tiles_y.d), (3, 2));
+        assert_eq!(shape.block, (32, 8));
+        assert_eq!(shape.shared_bytes as usize, 2 * TILE_PAIRED.stage_bytes(2));
+        // An input at an odd element: its pairs are not words.
+        let (t, _) = tiled_of(&out, &out, &bt, [0x1000, 0x2000, 0x3002]);
+        assert_eq!(t.staged, 0b10 | 0b011 * PAIR_ALIGNED);
+        // An odd row stride (a view of rows of 193 elements), and a reversed unit axis.
+        let odd = Layout::new(&[c, r], &[193, 1], 0)
+            .unwrap()
+            .permute(&[1, 0])
+            .unwrap();
+        let (t, _) = tiled_of(&out, &out, &odd, ptrs);
+        assert_eq!(t.staged & (PAIR_ALIGNED << 2), 0, "odd row stride");
+        let rev = bt.flip(0).unwrap();
+        let (t, _) = tiled_of(&out, &out, &rev, ptrs);
+        assert_eq!(
+            t.staged & (PAIR_ALIGNED << 2),
+            0,
+            "reversed unit-stride axis"
+        );
+    }
 }

@@ -30,10 +30,13 @@ use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::plan::MAX_GRID_THREADS;
 use crate::tensor::DeviceTensor;
+use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
+use gpu_kernels::stencil::StencilNames;
 use gpu_kernels::stencil::{self as body, Stencil, StencilGeometry, StencilKernels, STENCIL_DIMS};
 use gpu_kernels::{Elem, Index};
 use rayon::prelude::*;
+use std::ffi::c_void;
 
 /// Frame axes a stencil can shift along (x, y, z).
 pub const FRAME_AXES: usize = 3;
@@ -174,19 +177,46 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
 ) -> Result<()> {
     let plan = plan_stencil(out.layout(), input.layout(), axes)?;
     check_stencil_aliasing(&out.region(gpu, "out")?, &input.region(gpu, "input")?)?;
+    let ptrs = [out.base_addr(), input.base_addr()];
+    let op = OpArg::new(op);
+    // SAFETY: both layouts were checked against their buffers when the views were made,
+    // `plan_stencil` broadcast the input and chose the index width, and
+    // `check_stencil_aliasing` proved the output distinct and apart from the input; `op`
+    // is the `OpArg` of the stencil whose kernels `S::NAMES` names.
+    unsafe {
+        launch_planned(
+            gpu,
+            &S::NAMES,
+            (&op as *const OpArg<S>).cast(),
+            &plan,
+            ptrs,
+            gpu.stream().cu_stream(),
+        )
+    }
+}
+
+/// Launches a checked stencil plan (nothing for an empty one).
+///
+/// # Safety
+/// `ptrs` are the device addresses of the output's and the input's elements at
+/// `plan.base`, in buffers for which every offset of `plan` is in bounds; the output maps
+/// distinct indices to distinct elements and shares no memory with the input; `op` points
+/// to the `OpArg` of the stencil whose kernels `names` names; `stream` is a live stream of
+/// `gpu`'s context.
+unsafe fn launch_planned(
+    gpu: &Gpu,
+    names: &StencilNames,
+    op: *const c_void,
+    plan: &StencilPlan,
+    ptrs: [u64; 2],
+    stream: CUstream,
+) -> Result<()> {
     if plan.numel == 0 {
         return Ok(());
     }
-    let ptrs = [out.base_addr(), input.base_addr()];
-    let op = OpArg::new(op);
-    let op = (&op as *const OpArg<S>).cast();
-    let names = S::NAMES;
     let shape = gpu.shape_1d(plan.numel);
-    let stream = gpu.stream().cu_stream();
     // SAFETY: the parameter lists are (OpArg<S>, I, StencilGeometry<I>, *mut T, *const T)
-    // as `kernels!` declares for stencils; both layouts were checked against their buffers
-    // when the views were made, `plan_stencil` broadcast the input and chose the index
-    // width, and `check_stencil_aliasing` proved the output distinct and apart from the input.
+    // as `kernels!` declares for stencils; the caller's contract covers the rest.
     unsafe {
         if plan.index32 {
             let (n, g) = (plan.numel as u32, plan.geometry::<u32>());
@@ -227,18 +257,188 @@ pub fn apply_cpu<S: Stencil<T>, T: Elem>(
         &region("out", out.0, out.1),
         &region("input", input.0, input.1),
     )?;
-    let g = plan.geometry::<u64>();
     let po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
     let pi = SendPtr(input.0.as_ptr().wrapping_add(plan.base[1]).cast_mut());
+    // SAFETY: `check_in` proved every offset of both layouts inside their slices and the
+    // plan keeps those offsets; the input shares no memory with the output.
+    unsafe {
+        run_planned(&plan, |n, g, first| {
+            body::stencil(op, n, g, po.get(), pi.get().cast_const(), first, 1)
+        })
+    };
+    Ok(())
+}
+
+/// Runs `body(n, geometry, first)` over the plan's indices in rayon tasks of [`CHUNK`]
+/// indices each (`first..n` per task).
+///
+/// # Safety
+/// `body` runs the stencil over `first..n` with the plan's geometry on memory for which
+/// the plan's offsets are in bounds, the output distinct per index and apart from the input.
+unsafe fn run_planned(plan: &StencilPlan, body: impl Fn(u64, &StencilGeometry<u64>, u64) + Sync) {
+    let g = plan.geometry::<u64>();
     let chunks = plan.numel.div_ceil(CHUNK);
     (0..chunks).into_par_iter().for_each(|c| {
         let (lo, hi) = (c * CHUNK, ((c + 1) * CHUNK).min(plan.numel));
-        // SAFETY: `check_in` proved every offset of both layouts inside their slices and
-        // the plan keeps those offsets; chunks cover disjoint index ranges, whose output
-        // elements are distinct; the input shares no memory with the output.
-        unsafe { body::stencil(op, hi, &g, po.get(), pi.get().cast_const(), lo, 1) };
+        // Chunks cover disjoint index ranges, whose output elements are distinct.
+        body(hi, &g, lo);
     });
-    Ok(())
+}
+
+#[cfg(feature = "dispatch")]
+pub use dynamic::{stencil_instances, DynStencil};
+
+/// Stencils chosen at run time (feature `dispatch`): by id (`"lap2"`, `"fdiff"`, `"shift_xp"`,
+/// … the first name part of the `kernels!` stencil line) and element type.
+#[cfg(feature = "dispatch")]
+mod dynamic {
+    use super::*;
+    use crate::raw::RawTensor;
+    use gpu_kernels::dispatch::{OpValue, StencilInstance, STENCILS};
+    use gpu_kernels::elem::ElemType;
+
+    /// Every instantiated stencil family of every kernel crate linked into the program.
+    pub fn stencil_instances() -> impl Iterator<Item = &'static StencilInstance> {
+        STENCILS.iter()
+    }
+
+    /// A stencil chosen at run time: its family and its op value.
+    #[derive(Clone, Copy, Debug)]
+    pub struct DynStencil {
+        instance: &'static StencilInstance,
+        value: OpValue,
+    }
+
+    impl DynStencil {
+        /// Stencil `op` over `elem` (the output's and the input's element type).
+        pub fn new(op: &str, elem: ElemType) -> Result<DynStencil> {
+            let mut known: Vec<&str> = Vec::new();
+            let mut available: Vec<&str> = Vec::new();
+            let mut found = None;
+            for inst in STENCILS.iter() {
+                known.push(inst.op);
+                if inst.op == op {
+                    available.push(inst.elem.name());
+                    if inst.elem == elem {
+                        found = Some(inst);
+                    }
+                }
+            }
+            let Some(instance) = found else {
+                if available.is_empty() {
+                    known.sort_unstable();
+                    known.dedup();
+                    return Err(Error::UnknownOp {
+                        op: op.to_string(),
+                        known: known.join(", "),
+                    });
+                }
+                return Err(Error::NotInstantiated {
+                    op: op.to_string(),
+                    types: format!("({0}, {0})", elem.name()),
+                    available: available.join(", "),
+                });
+            };
+            let value =
+                (instance.builder)()
+                    .and_then(|b| (b.build)(&[]))
+                    .ok_or(Error::OpNotBuildable {
+                        op: instance.op,
+                        family: instance.family(),
+                    })?;
+            Ok(DynStencil { instance, value })
+        }
+
+        /// The family this stencil launches.
+        pub fn instance(&self) -> &'static StencilInstance {
+            self.instance
+        }
+
+        /// The checked plan of `out = op(neighbours of input)` over raw tensors.
+        fn plan(
+            &self,
+            out: &RawTensor<'_>,
+            input: &RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<StencilPlan> {
+            let elem = self.instance.elem;
+            let lo = out.check("out", elem)?;
+            let li = input.check("input", elem)?;
+            let plan = plan_stencil(&lo, &li, axes)?;
+            let region = |operand, t: &RawTensor<'_>, layout| Region {
+                operand,
+                buffer: t.ptr,
+                elem_size: elem.size(),
+                layout,
+            };
+            check_stencil_aliasing(&region("out", out, &lo), &region("input", input, &li))?;
+            Ok(plan)
+        }
+
+        /// Launches the stencil on `stream` (the `gpu`'s own when `None`) with the checks
+        /// and plan of [`apply`](super::apply).
+        ///
+        /// # Safety
+        /// As for [`raw::apply3`](crate::raw::apply3): both tensors' memory is one live
+        /// allocation of this `gpu`'s context each, holding values of the element type and
+        /// kept until the queued work completes; `stream` is a live stream of that context.
+        pub unsafe fn launch(
+            &self,
+            gpu: &Gpu,
+            stream: Option<CUstream>,
+            out: RawTensor<'_>,
+            input: RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<()> {
+            let plan = self.plan(&out, &input, axes)?;
+            let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
+            let size = self.instance.elem.size() as u64;
+            let ptrs = [
+                out.ptr + plan.base[0] as u64 * size,
+                input.ptr + plan.base[1] as u64 * size,
+            ];
+            // SAFETY: the caller vouches for the memory; the plan and the aliasing check
+            // hold; the op value was built by this family's builder.
+            unsafe {
+                launch_planned(
+                    gpu,
+                    &self.instance.names,
+                    self.value.as_ptr().cast(),
+                    &plan,
+                    ptrs,
+                    stream,
+                )
+            }
+        }
+
+        /// The CPU twin over host addresses, with the checks and plan of
+        /// [`launch`](Self::launch).
+        ///
+        /// # Safety
+        /// Both tensors' `ptr` are host addresses; every element their shapes and strides
+        /// reach is in one live allocation holding values of the element type, and nothing
+        /// else accesses the output's elements during the call.
+        pub unsafe fn run_cpu_raw(
+            &self,
+            out: RawTensor<'_>,
+            input: RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<()> {
+            let plan = self.plan(&out, &input, axes)?;
+            let size = self.instance.elem.size();
+            let po = SendPtr((out.ptr as *mut u8).wrapping_add(plan.base[0] * size));
+            let pi = SendPtr((input.ptr as *mut u8).wrapping_add(plan.base[1] * size));
+            let (run, value) = (self.instance.run, &self.value);
+            // SAFETY: the caller's contract for the memory; the plan and the aliasing check
+            // hold; `run` is this family's body for the op value its builder made.
+            unsafe {
+                run_planned(&plan, |n, g, first| {
+                    run(value, n, g, po.get(), pi.get().cast_const(), first)
+                })
+            };
+            Ok(())
+        }
+    }
 }
 
 /// Runs a stencil on the GPU and on the CPU twin from the same buffer contents and returns

@@ -25,6 +25,7 @@ use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
 use strided_apply::dlpack::{DLManagedTensor, DLManagedTensorVersioned, Dlpack};
 use strided_apply::layout::broadcast_shapes;
 use strided_apply::raw::RawTensor;
+use strided_apply::stencil::{stencil_instances, DynStencil};
 use strided_apply::{ElemType, Error as SaError, Gpu};
 
 create_exception!(
@@ -1127,6 +1128,92 @@ fn _call_phases<'py>(
     ])
 }
 
+/// `out = stencil(input)` by stencil id (`lap2`, `fdiff`, `shift_xp`, …; `stencil_ids()`):
+/// `axes` are the tensor axes of the stencil's x, y and z (one to three); `out` has the
+/// input's shape and type when omitted, and may not share memory with the input.
+#[pyfunction]
+#[pyo3(signature = (id, input, *, axes, out=None, stream=None))]
+fn stencil<'py>(
+    py: Python<'py>,
+    id: &str,
+    input: Bound<'py, PyAny>,
+    axes: Vec<usize>,
+    out: Option<Bound<'py, PyAny>>,
+    stream: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut inp = classify(py, input, "input")?;
+    let out_op = match out {
+        Some(o) => Some(classify(py, o, "out")?),
+        None => None,
+    };
+    if let Some(o) = &out_op {
+        if o.device != inp.device {
+            return Err(DeviceError::new_err(format!(
+                "out: on {}, while input is on {}",
+                o.device.describe(),
+                inp.device.describe()
+            )));
+        }
+    }
+    let stream = match inp.device {
+        Device::Cuda(d) => {
+            let frameworks: Vec<Framework> = std::iter::once(&inp)
+                .chain(out_op.iter())
+                .map(|o| o.framework)
+                .collect();
+            Some(launch_stream(py, stream.as_ref(), &frameworks, d)?)
+        }
+        Device::Cpu => None,
+    };
+    consume(py, &mut inp, stream)?;
+    let elem = inp.elem.unwrap_or(ElemType::U8);
+    let out_op = match out_op {
+        Some(mut o) => {
+            consume(py, &mut o, stream)?;
+            o
+        }
+        None => {
+            let obj = allocate(py, &inp, &inp.shape.clone(), elem)?;
+            let mut o = classify(py, obj, "out")?;
+            consume(py, &mut o, stream)?;
+            o
+        }
+    };
+    if out_op.read_only() {
+        return Err(DlpackError::new_err(
+            "out: the producer marked this array read-only",
+        ));
+    }
+    let op = DynStencil::new(id, out_op.elem.unwrap_or(ElemType::U8)).py()?;
+    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
+    match inp.device {
+        Device::Cuda(d) => {
+            let g = gpu(d)?;
+            // SAFETY: as in `call`: both operands are held until this returns, after the
+            // launch is queued on the producer's stream of the primary context; each pointer
+            // is its producer's description of its CUDA memory of that type.
+            unsafe { op.launch(g, stream, out_raw, in_raw, &axes) }.py()?;
+        }
+        Device::Cpu => {
+            // SAFETY: host memory described by its producer, held for the call.
+            unsafe { op.run_cpu_raw(out_raw, in_raw, &axes) }.py()?;
+        }
+    }
+    let result = out_op.obj.clone();
+    drop(inp);
+    drop(out_op);
+    Ok(result)
+}
+
+/// The stencil ids, sorted.
+#[pyfunction]
+fn stencil_ids() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = stencil_instances().map(|i| i.op).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
 /// Every instantiated (op, types) family: `(op_id, types, scalar_names, tolerance)`, types
 /// output first (tuples of names); tolerance `None` for exact ops, else the ulp bound against
 /// an f64 reference.
@@ -1190,6 +1277,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_info, m)?)?;
     m.add_function(wrap_pyfunction!(preload, m)?)?;
     m.add_function(wrap_pyfunction!(_call_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(stencil, m)?)?;
+    m.add_function(wrap_pyfunction!(stencil_ids, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("LayoutError", py.get_type::<LayoutError>())?;
     m.add("DtypeError", py.get_type::<DtypeError>())?;

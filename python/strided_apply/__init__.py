@@ -18,6 +18,14 @@ CPU twin, the same op code on the CPU.
 Every op of the library is a function here (``sa.op_ids()``): its inputs, then its scalars
 (``sa.add_s(a, 2.5)``, ``sa.clamp(a, 0, 1)``), then ``out=``, ``dtype=`` (the output type
 when ``out`` is omitted and the inputs allow several) and ``stream=``.
+
+Every stencil is a function too (``sa.stencil_ids()``): its input, then ``axes=`` (the tensor
+axes of the stencil's x, y and z: one to three), ``out=`` (the input's shape and type when
+omitted; it may not share memory with the input) and ``stream=``. Borders clamp to the edge:
+
+>>> x = np.array([0, 1, 4, 9, 16], np.float32)
+>>> sa.fdiff(x, axes=(0,)).tolist()               # x[i + 1] - x[i], clamped at the end
+[1.0, 3.0, 5.0, 7.0, 0.0]
 """
 
 from ._native import (  # noqa: F401
@@ -33,6 +41,8 @@ from ._native import (  # noqa: F401
     module_info,
     op_ids,
     preload,
+    stencil,
+    stencil_ids,
 )
 
 __all__ = [
@@ -43,6 +53,8 @@ __all__ = [
     "op_ids",
     "module_info",
     "preload",
+    "stencil",
+    "stencil_ids",
     "Error",
     "LayoutError",
     "DtypeError",
@@ -87,5 +99,21 @@ ops = _Ops()
 for _id in op_ids():
     if _id not in globals():
         globals()[_id] = Op(_id)
+        __all__.append(_id)
+
+
+def _stencil_fn(stencil_id):
+    def run(input, *, axes, out=None, stream=None):
+        return stencil(stencil_id, input, axes=axes, out=out, stream=stream)
+
+    run.__name__ = run.__qualname__ = stencil_id
+    run.__doc__ = f"``out = {stencil_id}(input)`` along ``axes`` (see :func:`stencil`)."
+    return run
+
+
+# One function per stencil id: `sa.lap2`, `sa.fdiff`, `sa.shift_xp`, ...
+for _id in stencil_ids():
+    if _id not in globals():
+        globals()[_id] = _stencil_fn(_id)
         __all__.append(_id)
 del _id
