@@ -330,11 +330,11 @@ fn pairs_aligned<const N: usize>(
     addr: u64,
 ) -> bool {
     let ndim = g.ndim as usize;
-    addr % 4 == 0
+    addr.is_multiple_of(4)
         && g.strides[k][unit_axis] == 1
         && (0..ndim)
             .filter(|&d| d != unit_axis && g.sizes[d] > 1)
-            .all(|d| g.strides[k][d] % 2 == 0)
+            .all(|d| g.strides[k][d].is_multiple_of(2))
 }
 
 macro_rules! typed_apply {
@@ -506,13 +506,13 @@ mod tests {
         let ptrs = [0x1000, 0x2000, 0x3000];
         let (t, shape) = tiled_of(&out, &out, &bt, ptrs);
         // b staged; out, a and b all aligned; 64 × 64 tiles, 32 × 8 threads, two stages.
-        assert_eq!(t.staged, 0b10 | 0b111 * PAIR_ALIGNED);
+        assert_eq!(t.staged, 0b10 | (0b111 * PAIR_ALIGNED));
         assert_eq!((t.tiles_x.d, t.tiles_y.d), (3, 2));
         assert_eq!(shape.block, (32, 8));
         assert_eq!(shape.shared_bytes as usize, 2 * TILE_PAIRED.stage_bytes(2));
         // An input at an odd element: its pairs are not words.
         let (t, _) = tiled_of(&out, &out, &bt, [0x1000, 0x2000, 0x3002]);
-        assert_eq!(t.staged, 0b10 | 0b011 * PAIR_ALIGNED);
+        assert_eq!(t.staged, 0b10 | (0b011 * PAIR_ALIGNED));
         // An odd row stride (a view of rows of 193 elements), and a reversed unit axis.
         let odd = Layout::new(&[c, r], &[193, 1], 0)
             .unwrap()
