@@ -13,10 +13,11 @@
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 //!
-//! When every operand has 2-byte elements the kernels take the **paired form**
-//! ([`TILE_PAIRED`](crate::TILE_PAIRED), see [`paired`]): the same two phases, but each
-//! thread moves pairs of elements along the operand's unit-stride axis, one 4-byte access
-//! per pair where the operand's pairs are aligned words.
+//! When every operand has 2-byte elements the kernels use [`TILE_PAIRED`](crate::TILE_PAIRED)
+//! tiles (64 × 64) and, in blocks whose tile is inside the tensor and whose operands' pairs
+//! are aligned words, the **paired form** ([`paired`]): the same two phases, but each thread
+//! moves pairs of elements along the operand's unit-stride axis, one 4-byte access per pair.
+//! Edge tiles and unaligned operands take the element form with the same tile shape.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
@@ -156,12 +157,16 @@ unsafe fn value<T: Copy, const Y: u32, const V: usize>(
     }
 }
 
-/// Tiled `apply2`, tiles of [`TILE2`].
+/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE_PAIRED`] tiles, in the
+/// paired form where the whole tile is inside and every operand's pairs are aligned words,
+/// element by element otherwise.
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
-/// `32 × TILE2.rows` threads per block, `tiles_x * tiles_y * batch` blocks, and
-/// `TILE2.stage_bytes(size_of::<A>())` bytes of dynamic shared memory.
+/// `32 × shape.rows` threads per block, `tiles_x * tiles_y * batch` blocks, and
+/// `shape.stage_bytes(size_of::<A>())` bytes of dynamic shared memory, `shape` being
+/// [`tile_shape`](crate::tile_shape) of the operands' sizes; bit `PAIR_ALIGNED << k` of
+/// `t.staged` as [`paired`] requires.
 #[inline(always)]
 pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     op: Op,
@@ -171,23 +176,55 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     a: *const A,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
-        let f = |o: &mut [u16; PAIR_VALUES], [a]: &[[u16; PAIR_VALUES]; 1]| {
-            let mut j = 0;
-            while j < PAIR_VALUES {
-                let mut ov: O = transmute_copy(&o[j]);
-                op.apply(&mut ov, transmute_copy(&a[j]));
-                o[j] = transmute_copy(&ov);
-                j += 1;
-            }
-        };
-        return paired::<2, 1>(g, t, out.cast(), [a.cast()], Op::READS_OUT, f);
+        let (x0, y0, base) = block_origin::<2, PX, PY>(g, t, tile_thread().2);
+        if pairs_fast(g, t, x0, y0) {
+            let f = |o: &mut [u16; PAIR_VALUES], [a]: &[[u16; PAIR_VALUES]; 1]| {
+                let mut j = 0;
+                while j < PAIR_VALUES {
+                    let mut ov: O = transmute_copy(&o[j]);
+                    op.apply(&mut ov, transmute_copy(&a[j]));
+                    o[j] = transmute_copy(&ov);
+                    j += 1;
+                }
+            };
+            return paired::<2, 1>(
+                g,
+                t,
+                (x0, y0, base),
+                out.cast(),
+                [a.cast()],
+                Op::READS_OUT,
+                f,
+            );
+        }
+        return element2::<Op, O, A, PX, PY, PR, { PAIR_VALUES }>(op, g, t, (x0, y0, base), out, a);
     }
-    const X: u32 = TILE2.x;
-    const Y: u32 = TILE2.y;
-    const R: u32 = TILE2.rows;
-    const V: usize = TILE2.per_thread();
-    let (tx, ty, block) = tile_thread();
-    let (x0, y0, base) = block_origin::<2, X, Y>(g, t, block);
+    let origin = block_origin::<2, { TILE2.x }, { TILE2.y }>(g, t, tile_thread().2);
+    element2::<Op, O, A, { TILE2.x }, { TILE2.y }, { TILE2.rows }, { TILE2.per_thread() }>(
+        op, g, t, origin, out, a,
+    )
+}
+
+/// The element form of tiled `apply2` with tiles of `X × Y`, `32 × R` threads, `V` values
+/// per thread; `origin` from [`block_origin`].
+#[inline(always)]
+unsafe fn element2<
+    Op: Op2<O, A>,
+    O,
+    A: Copy,
+    const X: u32,
+    const Y: u32,
+    const R: u32,
+    const V: usize,
+>(
+    op: Op,
+    g: &Geometry<u32, 5, 2>,
+    t: &TileArg,
+    (x0, y0, base): (u32, u32, [u32; 2]),
+    out: *mut O,
+    a: *const A,
+) {
+    let (tx, ty, _) = tile_thread();
     let sa = shared_base() as *mut A;
     let stage_a = t.staged & 1 != 0;
     let pos = (x0, y0, tx, ty);
@@ -208,11 +245,11 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     }
 }
 
-/// Tiled `apply3`, tiles of [`TILE3`].
+/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands as [`apply2_tiled`].
 ///
 /// # Safety
-/// As [`apply2_tiled`] with [`TILE3`], and `TILE3.stage_bytes(size_of::<A>()) +
-/// TILE3.stage_bytes(size_of::<B>())` bytes of dynamic shared memory (input 2's stage
+/// As [`apply2_tiled`], with `shape.stage_bytes(size_of::<A>()) +
+/// shape.stage_bytes(size_of::<B>())` bytes of dynamic shared memory (input 2's stage
 /// follows input 1's).
 #[inline(always)]
 pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
@@ -224,25 +261,65 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     b: *const B,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
-        let f = |o: &mut [u16; PAIR_VALUES], [a, b]: &[[u16; PAIR_VALUES]; 2]| {
-            let mut j = 0;
-            while j < PAIR_VALUES {
-                let mut ov: O = transmute_copy(&o[j]);
-                op.apply(&mut ov, transmute_copy(&a[j]), transmute_copy(&b[j]));
-                o[j] = transmute_copy(&ov);
-                j += 1;
-            }
-        };
-        return paired::<3, 2>(g, t, out.cast(), [a.cast(), b.cast()], Op::READS_OUT, f);
+        let (x0, y0, base) = block_origin::<3, PX, PY>(g, t, tile_thread().2);
+        if pairs_fast(g, t, x0, y0) {
+            let f = |o: &mut [u16; PAIR_VALUES], [a, b]: &[[u16; PAIR_VALUES]; 2]| {
+                let mut j = 0;
+                while j < PAIR_VALUES {
+                    let mut ov: O = transmute_copy(&o[j]);
+                    op.apply(&mut ov, transmute_copy(&a[j]), transmute_copy(&b[j]));
+                    o[j] = transmute_copy(&ov);
+                    j += 1;
+                }
+            };
+            let ins = [a.cast(), b.cast()];
+            return paired::<3, 2>(g, t, (x0, y0, base), out.cast(), ins, Op::READS_OUT, f);
+        }
+        let second = TILE_PAIRED.stage_bytes(2);
+        return element3::<Op, O, A, B, PX, PY, PR, { PAIR_VALUES }>(
+            op,
+            g,
+            t,
+            (x0, y0, base),
+            second,
+            out,
+            a,
+            b,
+        );
     }
-    const X: u32 = TILE3.x;
-    const Y: u32 = TILE3.y;
-    const R: u32 = TILE3.rows;
-    const V: usize = TILE3.per_thread();
-    let (tx, ty, block) = tile_thread();
-    let (x0, y0, base) = block_origin::<3, X, Y>(g, t, block);
+    let origin = block_origin::<3, { TILE3.x }, { TILE3.y }>(g, t, tile_thread().2);
+    let second = TILE3.stage_bytes(size_of::<A>());
+    element3::<Op, O, A, B, { TILE3.x }, { TILE3.y }, { TILE3.rows }, { TILE3.per_thread() }>(
+        op, g, t, origin, second, out, a, b,
+    )
+}
+
+/// The element form of tiled `apply3` (as [`element2`]); input 2's stage starts `second`
+/// bytes into the dynamic shared memory.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn element3<
+    Op: Op3<O, A, B>,
+    O,
+    A: Copy,
+    B: Copy,
+    const X: u32,
+    const Y: u32,
+    const R: u32,
+    const V: usize,
+>(
+    op: Op,
+    g: &Geometry<u32, 5, 3>,
+    t: &TileArg,
+    (x0, y0, base): (u32, u32, [u32; 3]),
+    second: usize,
+    out: *mut O,
+    a: *const A,
+    b: *const B,
+) {
+    let (tx, ty, _) = tile_thread();
     let sa = shared_base() as *mut A;
-    let sb = shared_base().add(TILE3.stage_bytes(core::mem::size_of::<A>())) as *mut B;
+    let sb = shared_base().add(second) as *mut B;
     let (stage_a, stage_b) = (t.staged & 1 != 0, t.staged & 2 != 0);
     let pos = (x0, y0, tx, ty);
     let pa = load_tile::<A, 3, X, Y, R, V>(g, &base, 1, a, stage_a, pos);
@@ -298,72 +375,33 @@ macro_rules! unrolled {
     }};
 }
 
-/// Whether `(x, y)` is inside the geometry's axes 0 and 1.
+/// Whether this block takes the paired form: its whole tile is inside axes 0 and 1 and
+/// every operand's pairs are aligned words (bits `PAIR_ALIGNED << k`, set by the launcher).
+/// Edge tiles and unaligned operands take the element form with the same tile shape.
 #[inline(always)]
-fn inside<const N: usize>(g: &Geometry<u32, 5, N>, x: u32, y: u32) -> bool {
-    x < g.sizes[0] && y < g.sizes[1]
+fn pairs_fast<const N: usize>(g: &Geometry<u32, 5, N>, t: &TileArg, x0: u32, y0: u32) -> bool {
+    let all = ((1u32 << N) - 1) * PAIR_ALIGNED;
+    t.staged & all == all && x0 + PX <= g.sizes[0] && y0 + PY <= g.sizes[1]
 }
 
-/// The pair of operand `k` at `(x, y)` and its neighbour along axis 1 (`along_y`) or 0, the
-/// first element in the low half: one 4-byte load if the operand's pairs are aligned words
-/// and both are inside, else one 2-byte load for each that is inside (0 for the others).
+/// The 4-byte pair of operand `k` whose first element is at `(x, y)`.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn load_pair<const N: usize>(
+unsafe fn word<const N: usize>(
     g: &Geometry<u32, 5, N>,
     base: &[u32; N],
     k: usize,
     p: *const u16,
-    aligned: bool,
-    along_y: bool,
     x: u32,
     y: u32,
 ) -> u32 {
-    let (x1, y1) = if along_y { (x, y + 1) } else { (x + 1, y) };
-    // The second element inside means the first is (it is not past it on either axis).
-    if aligned && inside(g, x1, y1) {
-        return *(p.offset(at(g, base, k, x, y)) as *const u32);
-    }
-    let lo = if inside(g, x, y) {
-        *p.offset(at(g, base, k, x, y))
-    } else {
-        0
-    };
-    let hi = if inside(g, x1, y1) {
-        *p.offset(at(g, base, k, x1, y1))
-    } else {
-        0
-    };
-    lo as u32 | (hi as u32) << 16
-}
-
-/// Writes the output pair at `(x, y)`, `(x + 1, y)`: one 4-byte store if its pairs are
-/// aligned words and both are inside, else a 2-byte store for each that is inside.
-#[inline(always)]
-unsafe fn store_pair<const N: usize>(
-    g: &Geometry<u32, 5, N>,
-    base: &[u32; N],
-    out: *mut u16,
-    aligned: bool,
-    (x, y): (u32, u32),
-    w: u32,
-) {
-    if aligned && inside(g, x + 1, y) {
-        *(out.offset(at(g, base, 0, x, y)) as *mut u32) = w;
-        return;
-    }
-    if inside(g, x, y) {
-        *out.offset(at(g, base, 0, x, y)) = w as u16;
-    }
-    if inside(g, x + 1, y) {
-        *out.offset(at(g, base, 0, x + 1, y)) = (w >> 16) as u16;
-    }
+    *(p.offset(at(g, base, k, x, y)) as *const u32)
 }
 
 /// The paired form of the tiled variant for `NI` inputs (operands `1..=NI`), every operand
-/// of 2-byte elements, passed as raw 16-bit values; `compute` applies the op to a thread's
-/// `PAIR_VALUES` output values (loaded first when `reads_out`) and input values. Tiles of
-/// `PX × PY` = 64 × 64 elements, blocks of 32 × `PR` threads:
+/// of 2-byte elements, passed as raw 16-bit values, for a block whose tile is inside and
+/// whose operands' pairs are aligned words ([`pairs_fast`]); `compute` applies the op to a
+/// thread's `PAIR_VALUES` output values (loaded first when `reads_out`) and input values.
+/// Tiles of `PX × PY` = 64 × 64 elements, blocks of 32 × `PR` threads:
 /// 1. a staged input: thread `(tx, ty)` loads the pairs at `y = y0 + 2tx` (along axis 1,
 ///    its unit-stride axis) of rows `x = x0 + 2m` and `x + 1`, `m = ty + PR · j`: a warp
 ///    reads 128 contiguous bytes per row. An unstaged input is loaded at its phase-2
@@ -375,29 +413,26 @@ unsafe fn store_pair<const N: usize>(
 /// 2. after the barrier, thread `(tx, ty)` owns the output pairs at `x = x0 + 2tx`, rows
 ///    `y = y0 + ty + PR · j`: it gathers their input values, applies the op in a plain loop
 ///    (LLVM unrolls it for cheap ops and keeps one copy of an expensive one), and stores
-///    each pair as one 4-byte access where it can.
+///    each pair as one 4-byte access.
 ///
 /// # Safety
-/// As [`apply2_tiled`] with [`TILE_PAIRED`]: the Geometry invariants hold for every
-/// `(x, y, batch)` of the grid; the launch has `32 × PR` threads per block and `NI` stages
-/// of `TILE_PAIRED.stage_bytes(2)` bytes of dynamic shared memory; bit `PAIR_ALIGNED << k`
-/// of `t.staged` is set only if every offset `at(x, y)` that the tile reads or writes as a
-/// pair's first element (even `x`, or even `y` for a staged input, along the operand's
-/// unit-stride axis) is even from a 4-byte aligned base.
+/// As [`apply2_tiled`] with [`TILE_PAIRED`], `origin` this block's [`block_origin`], and
+/// [`pairs_fast`] true for it: every pair the tile moves is inside, and every offset
+/// `at(x, y)` of a pair's first element (even `x`, or even `y` for a staged input, along
+/// the operand's unit-stride axis) is even from a 4-byte aligned base.
 #[inline(always)]
 unsafe fn paired<const N: usize, const NI: usize>(
     g: &Geometry<u32, 5, N>,
     t: &TileArg,
+    (x0, y0, base): (u32, u32, [u32; N]),
     out: *mut u16,
     ins: [*const u16; NI],
     reads_out: bool,
     compute: impl FnOnce(&mut [u16; PAIR_VALUES], &[[u16; PAIR_VALUES]; NI]),
 ) {
     const { assert!(NI + 1 == N && size_of::<u32>() == 4) };
-    let (tx, ty, block) = tile_thread();
-    let (x0, y0, base) = block_origin::<N, PX, PY>(g, t, block);
+    let (tx, ty, _) = tile_thread();
     let staged = |i: usize| t.staged & (1 << i) != 0;
-    let aligned = |k: usize| t.staged & (PAIR_ALIGNED << k) != 0;
     // Phase 1: every load of the tile.
     let mut rows = [[[0u32; ROW_PAIRS]; 2]; NI];
     let mut pre = [[0u32; WORDS]; NI];
@@ -406,13 +441,12 @@ unsafe fn paired<const N: usize, const NI: usize>(
         if staged(i) {
             unrolled!(ROW_PAIRS, |j| {
                 let (x, y) = (x0 + 2 * (ty + PR * j as u32), y0 + 2 * tx);
-                rows[i][0][j] = load_pair(g, &base, k, src, aligned(k), true, x, y);
-                rows[i][1][j] = load_pair(g, &base, k, src, aligned(k), true, x + 1, y);
+                rows[i][0][j] = word(g, &base, k, src, x, y);
+                rows[i][1][j] = word(g, &base, k, src, x + 1, y);
             });
         } else {
             unrolled!(WORDS, |j| {
-                let (x, y) = (x0 + 2 * tx, y0 + ty + PR * j as u32);
-                pre[i][j] = load_pair(g, &base, k, src, aligned(k), false, x, y);
+                pre[i][j] = word(g, &base, k, src, x0 + 2 * tx, y0 + ty + PR * j as u32);
             });
         }
     });
@@ -447,16 +481,7 @@ unsafe fn paired<const N: usize, const NI: usize>(
             vals[i][2 * j + 1] = (w >> 16) as u16;
         });
         if reads_out {
-            let w = load_pair(
-                g,
-                &base,
-                0,
-                out as *const u16,
-                aligned(0),
-                false,
-                x,
-                y0 + yl,
-            );
+            let w = word(g, &base, 0, out as *const u16, x, y0 + yl);
             outs[2 * j] = w as u16;
             outs[2 * j + 1] = (w >> 16) as u16;
         }
@@ -464,6 +489,7 @@ unsafe fn paired<const N: usize, const NI: usize>(
     compute(&mut outs, &vals);
     unrolled!(WORDS, |j| {
         let w = outs[2 * j] as u32 | (outs[2 * j + 1] as u32) << 16;
-        store_pair(g, &base, out, aligned(0), (x, y0 + ty + PR * j as u32), w);
+        let y = y0 + ty + PR * j as u32;
+        *(out.offset(at(g, &base, 0, x, y)) as *mut u32) = w;
     });
 }
