@@ -178,8 +178,8 @@ pub const fn vec_width(sizes: &[usize]) -> usize {
 }
 
 /// Whether an input of `size`-byte elements may have element stride 2 in a vectorised
-/// kernel of width `width` (its chunk is read as whole 16-byte vectors, [`load_even`]).
-/// The launcher and the kernels apply the same rule.
+/// kernel of width `width`: its chunk is read as whole 16-byte vectors, of which the even
+/// elements are kept. The launcher and the kernels apply the same rule.
 pub const fn step2_ok(size: usize, width: usize) -> bool {
     size >= 4 && (size * width).is_multiple_of(16)
 }
