@@ -5,6 +5,7 @@
 use crate::elem::{bf16, f16, Bool};
 use crate::fused::*;
 use crate::ops::*;
+use crate::reduce::*;
 use crate::stencil::*;
 
 macro_rules! for_types {
@@ -56,6 +57,9 @@ macro_rules! for_types {
     };
     (stencil $name:ident $op:ty: $($t:ident),*) => {
         $crate::kernels! { $( stencil [$name $t]: $op => ($t); )* }
+    };
+    (reduce $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( reduce [$name $t]: $op => ($t); )* }
     };
     (cast_from $from:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [cast $t $from]: Cast => ($t, $from); )* }
@@ -188,3 +192,12 @@ float_ty!(stencil fdiff ForwardDiff);
 float_ty!(stencil bdiff BackwardDiff);
 float_ty!(stencil lap2 Laplacian2);
 float_ty!(stencil lap3 Laplacian3);
+
+// Reductions (`reduce`): one order on the GPU and the CPU twin.
+numeric!(reduce sum Sum);
+numeric!(reduce prod Prod);
+numeric!(reduce amin Amin);
+numeric!(reduce amax Amax);
+float_ty!(reduce mean Mean);
+float_ty!(reduce sumsq SumSq);
+float_ty!(reduce norm2 Norm2);

@@ -24,6 +24,7 @@ use crate::instantiate::KernelNames;
 use crate::ops::{
     Accuracy, CastFrom, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update,
 };
+use crate::reduce::{Reduce, ReduceGeometry, ReduceNames};
 use crate::stencil::StencilNames;
 use core::marker::PhantomData;
 
@@ -44,6 +45,111 @@ pub static INSTANCES: [Instance];
 #[cfg(feature = "dispatch")]
 #[linkme::distributed_slice]
 pub static STENCILS: [StencilInstance];
+
+/// Every instantiated reduction family (the `reduce` lines of `kernels!`), in link order;
+/// feature `dispatch`, as [`INSTANCES`].
+#[cfg(feature = "dispatch")]
+#[linkme::distributed_slice]
+pub static REDUCTIONS: [ReduceInstance];
+
+/// One instantiated reduction family: its id (the line's first name part: `sum` for
+/// `[sum f32]`), element type (output and input), kernels, and the CPU twin's parts.
+pub struct ReduceInstance {
+    pub op: &'static str,
+    pub elem: ElemType,
+    pub names: ReduceNames,
+    /// Bytes of one accumulator (the GPU's scratch per output and group).
+    pub acc_size: usize,
+    /// Whether a reduction of nothing has a value ([`Reduce::empty`]).
+    pub has_empty: fn() -> bool,
+    pub group: ReduceGroup,
+    pub write: ReduceWrite,
+}
+
+impl ReduceInstance {
+    /// The family name, e.g. `sum_f32`.
+    pub fn family(&self) -> &'static str {
+        self.names
+            .rows
+            .strip_suffix("_r")
+            .unwrap_or(self.names.rows)
+    }
+}
+
+impl core::fmt::Debug for ReduceInstance {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("ReduceInstance")
+            .field("op", &self.op)
+            .field("elem", &self.elem)
+            .field("module", &self.names.module)
+            .field("family", &self.family())
+            .finish()
+    }
+}
+
+/// The CPU twin's value of one group of one output, type-erased
+/// ([`group_value`](crate::reduce::group_value)): writes the accumulator to `acc` and
+/// returns `true`, or `false` for an empty group.
+///
+/// # Safety
+/// The [`ReduceGeometry`] invariants hold for `inp` (typed as the family's element type);
+/// `acc` is valid for one aligned accumulator.
+pub type ReduceGroup =
+    unsafe fn(g: &ReduceGeometry, inp: *const u8, o: u32, grp: u32, acc: *mut u8) -> bool;
+
+/// The CPU twin's last step for one output, type-erased
+/// ([`write_output`](crate::reduce::write_output)): the tree over the `g.groups`
+/// accumulators at `accs`, then the output.
+///
+/// # Safety
+/// The [`ReduceGeometry`] invariants hold for `out`; `accs` holds `g.groups` aligned
+/// accumulators (written by [`ReduceGroup`] unless `g.n == 0`).
+pub type ReduceWrite = unsafe fn(g: &ReduceGeometry, out: *mut u8, o: u32, accs: *mut u8);
+
+/// Whether `R` over `T` has a value for a reduction of nothing.
+pub fn reduce_has_empty<R: Reduce<T> + Default, T>() -> bool {
+    R::default().empty().is_some()
+}
+
+/// [`ReduceGroup`] of `R` over `T`.
+///
+/// # Safety
+/// As [`ReduceGroup`].
+pub unsafe fn reduce_group<R: Reduce<T> + Default, T: Copy>(
+    g: &ReduceGeometry,
+    inp: *const u8,
+    o: u32,
+    grp: u32,
+    acc: *mut u8,
+) -> bool {
+    // SAFETY: the caller's contract.
+    match unsafe { crate::reduce::group_value(&R::default(), g, inp.cast::<T>(), o, grp) } {
+        Some(a) => {
+            // SAFETY: the caller's contract.
+            unsafe { acc.cast::<R::Acc>().write(a) };
+            true
+        }
+        None => false,
+    }
+}
+
+/// [`ReduceWrite`] of `R` over `T`.
+///
+/// # Safety
+/// As [`ReduceWrite`].
+pub unsafe fn reduce_write<R: Reduce<T> + Default, T: Copy>(
+    g: &ReduceGeometry,
+    out: *mut u8,
+    o: u32,
+    accs: *mut u8,
+) {
+    let count = if g.n == 0 { 0 } else { g.groups as usize };
+    // SAFETY: the caller's contract: `count` aligned, written accumulators.
+    unsafe {
+        let accs = core::slice::from_raw_parts_mut(accs.cast::<R::Acc>(), count);
+        crate::reduce::write_output(&R::default(), g, out.cast::<T>(), o, accs)
+    }
+}
 
 /// One instantiated stencil family: its id (the line's first name part: `lap2` for
 /// `[lap2 f32]`), element type (output and input), kernels, op builder and the CPU twin's
@@ -571,7 +677,8 @@ mod builtin_tests {
         assert_eq!((sin.tolerance)(), Some(crate::ops::Tolerance::Ulp(2)));
         assert_eq!((add.tolerance)(), Some(crate::ops::Tolerance::Exact));
         // Family names are unique within the module, and every apply family is listed: the
-        // image holds 531 families, 40 of them stencils (10 stencils × 4 float types).
+        // image holds 575 families, 40 of them stencils (10 stencils × 4 float types) and 44
+        // reductions (4 ops × 8 numeric types, 3 × 4 float types).
         let mut fams: std::vec::Vec<_> = INSTANCES
             .iter()
             .map(|i| (i.names.module, i.family()))
@@ -580,6 +687,20 @@ mod builtin_tests {
         let n = fams.len();
         fams.dedup();
         assert_eq!(fams.len(), n, "a family is listed twice");
-        assert_eq!(n, 531 - 40);
+        assert_eq!(n, 575 - 40 - 44);
+        let mut reds: std::vec::Vec<_> = REDUCTIONS.iter().map(|r| r.family()).collect();
+        reds.sort();
+        reds.dedup();
+        assert_eq!(reds.len(), 44);
+        let sum = REDUCTIONS
+            .iter()
+            .find(|r| r.op == "sum" && r.elem == BF16)
+            .expect("sum bf16");
+        assert_eq!(
+            (sum.family(), sum.acc_size, (sum.has_empty)()),
+            ("sum_bf16", 4, true)
+        );
+        let amax = REDUCTIONS.iter().find(|r| r.op == "amax").expect("amax");
+        assert!(!(amax.has_empty)());
     }
 }

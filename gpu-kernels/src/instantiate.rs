@@ -120,7 +120,8 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// produces `add_f32_v`, `add_f32_t`, `add_f32_c`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
-/// (`lap2_f32_s`, `lap2_f32_s64`). The op type must be `#[repr(C)]` (host and GPU are
+/// (`lap2_f32_s`, `lap2_f32_s64`), and `reduce [sum f32]: Sum => (f32);` a
+/// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`). The op type must be `#[repr(C)]` (host and GPU are
 /// built by different compilers and must agree on its layout).
 #[macro_export]
 macro_rules! kernels {
@@ -153,6 +154,47 @@ macro_rules! kernels {
                 s64: concat!($(stringify!($part), "_",)+ "s64"),
             };
         }
+    };
+    (@arity reduce [$($part:ident)+] $op:ty; $t:ty) => {
+        $crate::kernels!(@reduce_entry [$($part)+] "r" rows, $op; $t);
+        $crate::kernels!(@reduce_entry [$($part)+] "k" cols, $op; $t);
+        $crate::kernels!(@reduce_entry [$($part)+] "f" finals, $op; $t);
+        $crate::__register_reduce!([$($part)+] $op; $t);
+        impl $crate::reduce::ReduceKernels<$t> for $op {
+            const NAMES: $crate::reduce::ReduceNames = $crate::reduce::ReduceNames {
+                module: env!("CARGO_PKG_NAME"),
+                rows: concat!($(stringify!($part), "_",)+ "r"),
+                cols: concat!($(stringify!($part), "_",)+ "k"),
+                fin: concat!($(stringify!($part), "_",)+ "f"),
+            };
+        }
+    };
+    (@reduce_entry [$($part:ident)+] $v:literal $body:ident, $op:ty; $t:ty) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ $v)]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                g: $crate::reduce::ReduceGeometry,
+                out: *mut $t,
+                inp: *const $t,
+                scratch: *mut <$op as $crate::reduce::Reduce<$t>>::Acc,
+            ) {
+                // SAFETY: the host proved the ReduceGeometry invariants and sized the launch
+                // as this kernel requires.
+                unsafe { $crate::kernels!(@reduce_call $body op.op, &g, out, inp, scratch; $t) }
+            }
+        };
+    };
+    (@reduce_call finals $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty) => {{
+        let _ = $inp;
+        $crate::reduce::finals($op, $g, $out, $scratch)
+    }};
+    (@reduce_call $body:ident $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty) => {
+        $crate::reduce::$body::<_, $t, { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize }>(
+            $op, $g, $out, $inp, $scratch,
+        )
     };
     (@stencil_entry [$($part:ident)+] $v:literal $I:ty, $op:ty; $t:ty) => {
         #[cfg(target_arch = "nvptx64")]
@@ -292,17 +334,7 @@ macro_rules! __register_instance {
                 op: stringify!($first),
                 types: &[$(<$t as $crate::Elem>::TYPE),+],
                 names: <$op as $crate::$trait<$($t),+>>::NAMES,
-                builder: {
-                    // The borrow picks the builder of ops with `FromScalars` (autoref
-                    // specialisation), the fallback otherwise.
-                    #[allow(clippy::needless_borrow)]
-                    fn builder() -> ::core::option::Option<$crate::dispatch::Builder> {
-                        #[allow(unused_imports)]
-                        use $crate::dispatch::{ViaScalars as _, WithoutScalars as _};
-                        (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).builder()
-                    }
-                    builder
-                },
+                builder: $crate::__register_instance!(@builder $op),
                 tolerance: {
                     #[allow(clippy::needless_borrow)]
                     fn tolerance() -> ::core::option::Option<$crate::ops::Tolerance> {
@@ -316,6 +348,17 @@ macro_rules! __register_instance {
             };
         };
     };
+    // The op's builder: the borrow picks the builder of ops with `FromScalars` (autoref
+    // specialisation), the fallback otherwise. Shared by apply and stencil lines.
+    (@builder $op:ty) => {{
+        #[allow(clippy::needless_borrow)]
+        fn builder() -> ::core::option::Option<$crate::dispatch::Builder> {
+            #[allow(unused_imports)]
+            use $crate::dispatch::{ViaScalars as _, WithoutScalars as _};
+            (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).builder()
+        }
+        builder
+    }};
     (@row Kernels1 $op:ty; $($t:ty),+) => { $crate::dispatch::row1::<$op, $($t),+> };
     (@row Kernels2 $op:ty; $($t:ty),+) => { $crate::dispatch::row2::<$op, $($t),+> };
     (@row Kernels3 $op:ty; $($t:ty),+) => { $crate::dispatch::row3::<$op, $($t),+> };
@@ -336,19 +379,48 @@ macro_rules! __register_stencil {
                 op: stringify!($first),
                 elem: <$t as $crate::Elem>::TYPE,
                 names: <$op as $crate::stencil::StencilKernels<$t>>::NAMES,
-                builder: {
-                    #[allow(clippy::needless_borrow)]
-                    fn builder() -> ::core::option::Option<$crate::dispatch::Builder> {
-                        #[allow(unused_imports)]
-                        use $crate::dispatch::{ViaScalars as _, WithoutScalars as _};
-                        (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).builder()
-                    }
-                    builder
-                },
+        builder: $crate::__register_instance!(@builder $op),
                 run: $crate::dispatch::stencil_run::<$op, $t>,
             };
         };
     };
+}
+
+/// The run-time dispatch entry of one `kernels!` reduce line (`dispatch::REDUCTIONS`), on
+/// host builds with the feature `dispatch`; nothing otherwise. Reductions registered for
+/// run-time dispatch are zero-sized (their kernel parameter is padding only).
+#[cfg(all(not(target_arch = "nvptx64"), feature = "dispatch"))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_reduce {
+    ([$first:ident $($rest:ident)*] $op:ty; $t:ty) => {
+        const _: () = {
+            const {
+                assert!(
+                    ::core::mem::size_of::<$op>() == 0,
+                    "run-time dispatch takes zero-sized reductions"
+                )
+            };
+            #[$crate::dispatch::__linkme::distributed_slice($crate::dispatch::REDUCTIONS)]
+            #[linkme(crate = $crate::dispatch::__linkme)]
+            static REDUCTION: $crate::dispatch::ReduceInstance = $crate::dispatch::ReduceInstance {
+                op: stringify!($first),
+                elem: <$t as $crate::Elem>::TYPE,
+                names: <$op as $crate::reduce::ReduceKernels<$t>>::NAMES,
+                acc_size: ::core::mem::size_of::<<$op as $crate::reduce::Reduce<$t>>::Acc>(),
+                has_empty: $crate::dispatch::reduce_has_empty::<$op, $t>,
+                group: $crate::dispatch::reduce_group::<$op, $t>,
+                write: $crate::dispatch::reduce_write::<$op, $t>,
+            };
+        };
+    };
+}
+
+#[cfg(not(all(not(target_arch = "nvptx64"), feature = "dispatch")))]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __register_reduce {
+    ($($t:tt)*) => {};
 }
 
 #[cfg(not(all(not(target_arch = "nvptx64"), feature = "dispatch")))]

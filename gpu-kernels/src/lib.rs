@@ -14,6 +14,8 @@
 //!   (feature `builtin`, on by default) is the library's own list.
 //! - [`fused`](mod@fused): [`fused!`](macro@fused) turns a whole elementwise expression into one op type.
 //! - [`stencil`]: neighbour reads at compile-time offsets with clamp-to-edge borders.
+//! - [`reduce`]: reductions along any axes in one order fixed by the reduction length, so
+//!   the GPU and the CPU twin agree bit for bit.
 //! - `dispatch` (host builds): the link-time list of every instantiated family, for
 //!   run-time dispatch by op id and element types.
 #![no_std]
@@ -24,6 +26,27 @@
 
 #[cfg(not(target_arch = "nvptx64"))]
 extern crate std;
+
+/// `body` for `i = 0, 1, …, n − 1` (`n` a constant of at most 16) as straight-line code, so
+/// that per-thread arrays indexed by `i` stay in registers. A macro rather than a function
+/// taking a closure: LLVM decides whether to unroll a loop, or to inline a closure called
+/// several times, by its size, and a closure left out of line takes its arrays to the stack.
+/// `unrolled!(dims n, |d| …)` takes a run-time `n` of at most 6 (array dimensions), each
+/// copy guarded by `d < n`: arrays of kernel parameters indexed by `d` are then read at
+/// constant offsets instead of being copied to local memory.
+#[allow(unused_macros)]
+macro_rules! unrolled {
+    (dims $n:expr, |$i:ident| $body:block) => {
+        unrolled!(@each $n, $i, $body, 0 1 2 3 4 5)
+    };
+    ($n:expr, |$i:ident| $body:block) => {{
+        const { assert!($n <= 16) };
+        unrolled!(@each $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    }};
+    (@each $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+        $( if $k < $n { let $i: usize = $k; $body } )*
+    }};
+}
 
 pub mod apply;
 #[cfg(feature = "builtin")]
@@ -37,6 +60,7 @@ mod instantiate;
 pub mod math;
 pub mod narrow;
 pub mod ops;
+pub mod reduce;
 pub mod stencil;
 #[cfg(target_arch = "nvptx64")]
 pub mod tiled;

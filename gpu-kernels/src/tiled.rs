@@ -361,20 +361,6 @@ const STAGE_ROW: u32 = PX / 2 + 1;
 const STAGE_WORDS: usize = (PY * STAGE_ROW) as usize;
 const _: () = assert!(STAGE_WORDS * 4 == TILE_PAIRED.stage_bytes(2) && PX == 64 && PY == 64);
 
-/// `body` for `i = 0, 1, …, n − 1` (`n` a constant of at most 16) as straight-line code, so
-/// that per-thread arrays indexed by `i` stay in registers. A macro rather than a function
-/// taking a closure: LLVM decides whether to unroll a loop, or to inline a closure called
-/// several times, by its size, and a closure left out of line takes its arrays to the stack.
-macro_rules! unrolled {
-    ($n:expr, |$i:ident| $body:block) => {
-        unrolled!(@each $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
-    };
-    (@each $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
-        const { assert!($n <= 16) };
-        $( if $k < $n { let $i: usize = $k; $body } )*
-    }};
-}
-
 /// Whether this block takes the paired form: its whole tile is inside axes 0 and 1 and
 /// every operand's pairs are aligned words (bits `PAIR_ALIGNED << k`, set by the launcher).
 /// Edge tiles and unaligned operands take the element form with the same tile shape.

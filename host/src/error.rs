@@ -127,6 +127,21 @@ pub enum Error {
     },
     #[error("{operand} shares memory with the output of a stencil, which reads neighbours other threads write; write the result into a separate tensor")]
     StencilOverlap { operand: Operand },
+    #[error("{operand} shares memory with the output of a reduction; write the result into a separate tensor")]
+    ReduceOverlap { operand: Operand },
+    #[error("{operand}: shape {found:?} is not the reduced shape: {dropped:?} drops the reduced axes, {keepdim:?} keeps them as size 1")]
+    ReducedShape {
+        operand: Operand,
+        found: Vec<usize>,
+        dropped: Vec<usize>,
+        keepdim: Vec<usize>,
+    },
+    #[error(
+        "{operand}: a reduction over no elements has no value for this op (min and max of nothing)"
+    )]
+    EmptyReduction { operand: Operand },
+    #[error("reduction too large for 32-bit kernel indices: {reason}")]
+    ReduceTooLarge { reason: String },
     #[error("{operand}: belongs to another Gpu handle (its buffer is ordered on another stream)")]
     WrongDevice { operand: Operand },
     #[error("no op `{op}` is instantiated (run-time dispatch); op ids: {known}")]

@@ -14,6 +14,7 @@
 //! | [`cpu`] | the CPU twin |
 //! | `nd` (feature `ndarray`) | the CPU twin and device tensors over ndarray arrays |
 //! | [`stencil`] | stencils: plan, launch and CPU twin |
+//! | [`reduce`] | reductions over any axes: plan, launch and CPU twin, one order on both |
 //! | [`verify`] | GPU-against-CPU comparison |
 
 #![allow(clippy::needless_range_loop)] // loops over operands index several arrays at once
@@ -31,6 +32,7 @@ pub mod layout;
 pub mod nd;
 pub mod plan;
 pub mod raw;
+pub mod reduce;
 pub mod stencil;
 pub mod tensor;
 pub mod verify;

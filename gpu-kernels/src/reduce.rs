@@ -1,0 +1,856 @@
+//! Reductions along any set of axes, in one order that is a fixed function of the
+//! reduction length, so that the GPU and the CPU twin give the same bits every run.
+//!
+//! # The order
+//! The elements of one output, `x[0..n)`, are its input elements in the logical row-major
+//! order of the reduced axes (the input's axis order, last axis fastest); the memory
+//! layout plays no part. With `w = `[`chunk`]`(size_of::<T>())` (16 bytes of elements):
+//! 1. **Groups.** [`groups_used`]`(n, w)` groups of [`group_len`]`(n, w)` consecutive
+//!    elements (the last may be shorter). `group_len` is a multiple of `SLOTS * w`.
+//! 2. **Slots.** Within a group, element `q` (counted from the group's start) belongs to
+//!    slot `(q / w) % SLOTS`; each slot folds its elements in increasing `q`
+//!    ([`Reduce::first`], then [`Reduce::fold`]). Slots that receive elements are a prefix.
+//! 3. **Trees.** The group's value is the halving [`tree`] over its slots that received
+//!    elements; the output is the halving tree over its groups' values, then
+//!    [`Reduce::finish`]. A reduction of nothing gives [`Reduce::empty`].
+//!
+//! The GPU spreads slots over a block's threads ([`SLOTS`] threads, or `COL_Y` threads of
+//! `SLOTS / COL_Y` slots each) and groups over blocks; the CPU twin ([`group_value`], [`write_output`])
+//! walks the same definition directly. No float atomics, no order that depends on the grid.
+
+use crate::math::{Float, Num};
+use crate::FastDiv;
+
+/// Slots per group (the row kernel's threads per block).
+pub const SLOTS: u32 = 256;
+/// Most groups per output (the final kernel trees over at most this many values).
+pub const MAX_GROUPS: u32 = 1024;
+/// Reductions shorter than twice this have one group.
+pub const GROUP_MIN: u32 = 1 << 16;
+/// Kept (output) dimensions after collapsing.
+pub const KEPT_DIMS: usize = 6;
+/// Reduced dimensions after collapsing.
+pub const RED_DIMS: usize = 6;
+/// Column kernel: threads along the kept unit-stride axis (one output each).
+pub const COL_X: u32 = 32;
+/// Column kernel: threads along the slots (each folds `SLOTS / COL_Y` slots).
+pub const COL_Y: u32 = 16;
+/// Final kernel: threads per block (one block per output).
+pub const FINAL_BLOCK: u32 = 256;
+/// [`ReduceGeometry::flags`]: the row kernel may read 16-byte vectors (one reduced
+/// dimension of stride 1, every row start 16-byte aligned).
+pub const VEC_ROWS: u32 = 1;
+
+/// Elements per slot chunk: 16 bytes of `size`-byte elements.
+pub const fn chunk(size: usize) -> u32 {
+    if size >= 16 {
+        1
+    } else {
+        (16 / size) as u32
+    }
+}
+
+/// Groups of a reduction of length `n`: the largest power of two at most `n / GROUP_MIN`,
+/// between 1 and [`MAX_GROUPS`].
+pub const fn groups(n: u32) -> u32 {
+    let q = n / GROUP_MIN;
+    if q <= 1 {
+        1
+    } else {
+        let p = 1u32 << (31 - q.leading_zeros());
+        if p > MAX_GROUPS {
+            MAX_GROUPS
+        } else {
+            p
+        }
+    }
+}
+
+/// Elements per group: `n / groups(n)` rounded up to a multiple of `SLOTS * w` (0 for
+/// `n == 0`).
+pub const fn group_len(n: u32, w: u32) -> u32 {
+    let round = SLOTS * w;
+    n.div_ceil(groups(n)).div_ceil(round) * round
+}
+
+/// Groups that hold elements (1 for `n == 0`: the one empty group writes the empty value).
+pub const fn groups_used(n: u32, w: u32) -> u32 {
+    if n == 0 {
+        1
+    } else {
+        n.div_ceil(group_len(n, w))
+    }
+}
+
+/// A reduction: how elements fold into an accumulator and accumulators combine.
+///
+/// `first(x)` starts a slot, `fold(acc, x)` continues it, `combine(a, b)` joins two slot
+/// or group values (`a` from the lower index), `finish(acc, n)` gives the output.
+pub trait Reduce<T>: Copy + Send + Sync {
+    /// The accumulator (`f32` for `f16` and `bf16`, the type itself otherwise).
+    type Acc: Copy + Send + Sync;
+    fn first(&self, x: T) -> Self::Acc;
+    fn fold(&self, acc: Self::Acc, x: T) -> Self::Acc;
+    fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
+    fn finish(&self, acc: Self::Acc, n: u32) -> T;
+    /// The output of a reduction of nothing; `None` where there is none (min, max).
+    fn empty(&self) -> Option<T>;
+    /// Any accumulator value: fills registers of slots that receive no element, whose
+    /// values are never read.
+    fn placeholder(&self) -> Self::Acc;
+}
+
+/// Sum (floats in their [`Num::Acc`] type, integers wrap).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Sum;
+/// Product.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Prod;
+/// Minimum, NaN-propagating; a reduction of nothing is an error.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Amin;
+/// Maximum, NaN-propagating; a reduction of nothing is an error.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Amax;
+/// Mean: the sum divided by `n` (NaN for a reduction of nothing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Mean;
+/// Sum of squares, each square fused into the running sum (`fma(x, x, acc)`).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SumSq;
+/// Euclidean norm: the square root of [`SumSq`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Norm2;
+
+macro_rules! acc_reduce {
+    ($op:ident, $bound:ident, |$a:ident, $b:ident| $combine:expr, empty $empty:expr) => {
+        impl<T: $bound> Reduce<T> for $op {
+            type Acc = T::Acc;
+            #[inline(always)]
+            fn first(&self, x: T) -> T::Acc {
+                x.to_acc()
+            }
+            #[inline(always)]
+            fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+                <Self as Reduce<T>>::combine(self, acc, x.to_acc())
+            }
+            #[inline(always)]
+            fn combine(&self, $a: T::Acc, $b: T::Acc) -> T::Acc {
+                $combine
+            }
+            #[inline(always)]
+            fn finish(&self, acc: T::Acc, _n: u32) -> T {
+                T::from_acc(acc)
+            }
+            #[inline(always)]
+            fn empty(&self) -> Option<T> {
+                $empty
+            }
+            #[inline(always)]
+            fn placeholder(&self) -> T::Acc {
+                <T::Acc as Num>::ZERO
+            }
+        }
+    };
+}
+acc_reduce!(Sum, Num, |a, b| a.add(b), empty Some(T::ZERO));
+acc_reduce!(Prod, Num, |a, b| a.mul(b), empty Some(T::ONE));
+acc_reduce!(Amin, Num, |a, b| a.min(b), empty None);
+acc_reduce!(Amax, Num, |a, b| a.max(b), empty None);
+
+impl<T: Float<Acc: Float>> Reduce<T> for Mean {
+    type Acc = T::Acc;
+    #[inline(always)]
+    fn first(&self, x: T) -> T::Acc {
+        x.to_acc()
+    }
+    #[inline(always)]
+    fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+        acc.add(x.to_acc())
+    }
+    #[inline(always)]
+    fn combine(&self, a: T::Acc, b: T::Acc) -> T::Acc {
+        a.add(b)
+    }
+    #[inline(always)]
+    fn finish(&self, acc: T::Acc, n: u32) -> T {
+        T::from_acc(acc.div(<T::Acc as crate::ops::CastFrom<f64>>::cast_from(n as f64)))
+    }
+    #[inline(always)]
+    fn empty(&self) -> Option<T> {
+        Some(T::from_acc(
+            <T::Acc as Num>::ZERO.div(<T::Acc as Num>::ZERO),
+        ))
+    }
+    #[inline(always)]
+    fn placeholder(&self) -> T::Acc {
+        <T::Acc as Num>::ZERO
+    }
+}
+
+macro_rules! squares {
+    ($op:ident, |$acc:ident| $finish:expr) => {
+        impl<T: Float<Acc: Float>> Reduce<T> for $op {
+            type Acc = T::Acc;
+            #[inline(always)]
+            fn first(&self, x: T) -> T::Acc {
+                let a = x.to_acc();
+                a.mul(a)
+            }
+            #[inline(always)]
+            fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+                let a = x.to_acc();
+                a.mul_add(a, acc)
+            }
+            #[inline(always)]
+            fn combine(&self, a: T::Acc, b: T::Acc) -> T::Acc {
+                a.add(b)
+            }
+            #[inline(always)]
+            fn finish(&self, $acc: T::Acc, _n: u32) -> T {
+                T::from_acc($finish)
+            }
+            #[inline(always)]
+            fn empty(&self) -> Option<T> {
+                Some(T::ZERO)
+            }
+            #[inline(always)]
+            fn placeholder(&self) -> T::Acc {
+                <T::Acc as Num>::ZERO
+            }
+        }
+    };
+}
+squares!(SumSq, |acc| acc);
+squares!(Norm2, |acc| acc.sqrt());
+
+/// Sizes and strides of one reduction launch, passed by value to its kernels.
+///
+/// Kept dimensions number the outputs (`kept[0]` fastest; for the column kernel it is the
+/// input's unit-stride kept axis); reduced dimensions number each output's elements
+/// (`red[0]` fastest). Strides are in elements, two's complement in `u32`; unused
+/// dimensions have size 1 and stride 0.
+///
+/// Invariants the host proves before a launch (kernels trust them):
+/// 1. `1 <= nkept <= KEPT_DIMS`, `1 <= nred <= RED_DIMS`; the product of the kept sizes is
+///    `outputs >= 1`, of the reduced sizes `n`; `n`, `outputs * groups` and every offset
+///    below fit in 31 bits.
+/// 2. `groups == groups_used(n, w)` and `group_len == group_len(n, w)` for the kernel's `w`.
+/// 3. For every output `o` and reduced index `r < n`, the input offset
+///    `kept_offsets(o).1 + red_offset(r)` and the output offset `kept_offsets(o).0`, read
+///    as signed, lie in their buffers; distinct outputs have distinct output offsets; the
+///    output shares no memory with the input or the scratch.
+/// 4. With `groups > 1`, `scratch` holds `outputs * groups` accumulators.
+/// 5. With [`VEC_ROWS`] in `flags`: `nred == 1`, `red_strides[0] == 1`, and every output's
+///    input row start is 16-byte aligned.
+/// 6. For the column kernel: `nred == 1`, or `nred == 2` and `red[0]` is a multiple of the
+///    kernel's `w` (a slot chunk never crosses the innermost reduced dimension).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceGeometry {
+    /// Reduction length.
+    pub n: u32,
+    pub group_len: u32,
+    /// Groups used ([`groups_used`]).
+    pub groups: u32,
+    pub outputs: u32,
+    /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`).
+    pub col_blocks: u32,
+    pub flags: u32,
+    pub nkept: u32,
+    pub nred: u32,
+    pub kept: [FastDiv; KEPT_DIMS],
+    /// `kept_strides[0]`: output, `kept_strides[1]`: input.
+    pub kept_strides: [[u32; KEPT_DIMS]; 2],
+    pub red: [FastDiv; RED_DIMS],
+    pub red_strides: [u32; RED_DIMS],
+}
+
+impl ReduceGeometry {
+    /// Output and input offsets of output `o`.
+    #[inline(always)]
+    #[allow(unused_assignments)] // the last dimension's quotient
+    pub fn kept_offsets(&self, mut o: u32) -> (isize, isize) {
+        const _: () = assert!(KEPT_DIMS == 6, "unrolled!(dims …) unrolls 6 dimensions");
+        let (mut oo, mut io) = (0u32, 0u32);
+        let nkept = self.nkept as usize;
+        unrolled!(dims nkept, |d| {
+            let cur = if d + 1 == nkept {
+                o
+            } else {
+                let (q, r) = self.kept[d].divmod(o);
+                o = q;
+                r
+            };
+            oo = oo.wrapping_add(cur.wrapping_mul(self.kept_strides[0][d]));
+            io = io.wrapping_add(cur.wrapping_mul(self.kept_strides[1][d]));
+        });
+        (oo as i32 as isize, io as i32 as isize)
+    }
+
+    /// Input offset of reduced index `r` from the output's input base.
+    #[inline(always)]
+    #[allow(unused_assignments)] // the last dimension's quotient
+    pub fn red_offset(&self, mut r: u32) -> isize {
+        const _: () = assert!(RED_DIMS == 6, "unrolled!(dims …) unrolls 6 dimensions");
+        let nred = self.nred as usize;
+        if nred == 1 {
+            return r.wrapping_mul(self.red_strides[0]) as i32 as isize;
+        }
+        let mut off = 0u32;
+        unrolled!(dims nred, |d| {
+            let cur = if d + 1 == nred {
+                r
+            } else {
+                let (q, rem) = self.red[d].divmod(r);
+                r = q;
+                rem
+            };
+            off = off.wrapping_add(cur.wrapping_mul(self.red_strides[d]));
+        });
+        off as i32 as isize
+    }
+
+    /// [`red_offset`](Self::red_offset) for at most two reduced dimensions (the column
+    /// kernel's, invariant 6): one division at most.
+    #[inline(always)]
+    pub fn red_offset2(&self, r: u32) -> isize {
+        if self.nred == 1 {
+            return r.wrapping_mul(self.red_strides[0]) as i32 as isize;
+        }
+        let (q, rem) = self.red[0].divmod(r);
+        rem.wrapping_mul(self.red_strides[0])
+            .wrapping_add(q.wrapping_mul(self.red_strides[1])) as i32 as isize
+    }
+
+    /// Start and length of group `grp`.
+    #[inline(always)]
+    pub fn group(&self, grp: u32) -> (u32, u32) {
+        let lo = grp * self.group_len;
+        let left = self.n - lo;
+        (
+            lo,
+            if left < self.group_len {
+                left
+            } else {
+                self.group_len
+            },
+        )
+    }
+}
+
+/// The halving tree over `v` (values of a prefix of slots or groups): at each level `s`
+/// (from half the next power of two of `v.len()` down to 1), `v[l] = combine(v[l], v[l +
+/// s])` for every `l < s` with `l + s < v.len()`. `None` for an empty `v`.
+pub fn tree<R: Reduce<T>, T>(op: &R, v: &mut [R::Acc]) -> Option<R::Acc> {
+    let len = v.len();
+    if len == 0 {
+        return None;
+    }
+    let mut s = len.next_power_of_two() / 2;
+    while s >= 1 {
+        let mut l = 0;
+        while l < s && l + s < len {
+            v[l] = op.combine(v[l], v[l + s]);
+            l += 1;
+        }
+        s /= 2;
+    }
+    Some(v[0])
+}
+
+/// The CPU twin's value of group `grp` of output `o` (`None` for an empty group), walking
+/// the order's definition directly.
+///
+/// # Safety
+/// The [`ReduceGeometry`] invariants hold for `inp` (the input's base element).
+pub unsafe fn group_value<R: Reduce<T>, T: Copy>(
+    op: &R,
+    g: &ReduceGeometry,
+    inp: *const T,
+    o: u32,
+    grp: u32,
+) -> Option<R::Acc> {
+    let w = chunk(core::mem::size_of::<T>());
+    let (lo, len) = g.group(grp);
+    let (_, io) = g.kept_offsets(o);
+    let used = Ord::min(len.div_ceil(w), SLOTS) as usize;
+    let mut slots = [op.placeholder(); SLOTS as usize];
+    for q in 0..len {
+        let s = ((q / w) % SLOTS) as usize;
+        // SAFETY: invariant 3, `lo + q < n`.
+        let x = unsafe { *inp.offset(io + g.red_offset(lo + q)) };
+        slots[s] = if q < SLOTS * w {
+            if q % w == 0 {
+                op.first(x)
+            } else {
+                op.fold(slots[s], x)
+            }
+        } else {
+            op.fold(slots[s], x)
+        };
+    }
+    tree(op, &mut slots[..used])
+}
+
+/// Trees over the groups' values `accs` (`g.groups` of them), finishes and writes output
+/// `o` (nothing when a reduction of nothing has no value).
+///
+/// # Safety
+/// The [`ReduceGeometry`] invariants hold for `out` (the output's base element).
+pub unsafe fn write_output<R: Reduce<T>, T: Copy>(
+    op: &R,
+    g: &ReduceGeometry,
+    out: *mut T,
+    o: u32,
+    accs: &mut [R::Acc],
+) {
+    let (oo, _) = g.kept_offsets(o);
+    let v = if g.n == 0 {
+        op.empty()
+    } else {
+        tree(op, accs).map(|a| op.finish(a, g.n))
+    };
+    if let Some(v) = v {
+        // SAFETY: invariant 3.
+        unsafe { *out.offset(oo) = v };
+    }
+}
+
+/// Names of one reduction's kernels in one PTX module.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReduceNames {
+    /// The crate that instantiated them (the module to load).
+    pub module: &'static str,
+    /// A block per output and group, slots on threads (reduced axis unit-stride or general).
+    pub rows: &'static str,
+    /// Threads along a kept unit-stride axis, slots on `COL_Y` threads.
+    pub cols: &'static str,
+    /// The tree over each output's group values.
+    pub fin: &'static str,
+}
+
+/// A reduction instantiated over `T` (by `kernels!`'s `reduce` lines).
+#[diagnostic::on_unimplemented(
+    message = "no reduction kernels are instantiated for `{Self}` over `{T}`",
+    note = "instantiate them with `gpu_kernels::kernels! {{ reduce [name {T}]: Op => ({T}); }}`"
+)]
+pub trait ReduceKernels<T>: Reduce<T> {
+    const NAMES: ReduceNames;
+}
+
+#[cfg(target_arch = "nvptx64")]
+pub use gpu::{cols, finals, rows};
+
+#[cfg(target_arch = "nvptx64")]
+mod gpu {
+    use super::*;
+    use crate::device::{load_v4, shared_base, sync_threads, tile_thread};
+
+    /// Folds the `W` elements of `v` into `acc` in order.
+    #[inline(always)]
+    fn fold_all<R: Reduce<T>, T: Copy, const W: usize>(
+        op: &R,
+        mut acc: R::Acc,
+        v: &[T; W],
+    ) -> R::Acc {
+        let mut j = 0;
+        while j < W {
+            acc = op.fold(acc, v[j]);
+            j += 1;
+        }
+        acc
+    }
+
+    /// Halving tree over `used` values in shared memory `sm` (`SLOTS` or fewer), by a
+    /// block of `threads` threads; every thread must call it. The result is `sm[0]`.
+    #[inline(always)]
+    unsafe fn block_tree<R: Reduce<T>, T>(
+        op: &R,
+        sm: *mut R::Acc,
+        used: u32,
+        start: u32,
+        threads: u32,
+        tid: u32,
+    ) {
+        let mut s = start;
+        while s >= 1 {
+            let mut l = tid;
+            while l < s {
+                if l + s < used {
+                    // SAFETY: `l + s < used`, within the caller's shared array.
+                    unsafe {
+                        *sm.add(l as usize) =
+                            op.combine(*sm.add(l as usize), *sm.add((l + s) as usize))
+                    };
+                }
+                l += threads;
+            }
+            sync_threads();
+            s /= 2;
+        }
+    }
+
+    /// The row kernel: block `b` reduces group `b % groups` of output `b / groups`, thread
+    /// `t` folding slot `t`. `SLOTS` threads, `SLOTS * size_of::<Acc>()` bytes of dynamic
+    /// shared memory.
+    ///
+    /// # Safety
+    /// The [`ReduceGeometry`] invariants; the launch shape above.
+    #[inline(always)]
+    pub unsafe fn rows<R: Reduce<T>, T: Copy, const W: usize>(
+        op: R,
+        g: &ReduceGeometry,
+        out: *mut T,
+        inp: *const T,
+        scratch: *mut R::Acc,
+    ) {
+        let (tid, _, bid) = tile_thread();
+        let (o, grp) = (bid / g.groups, bid % g.groups);
+        let (lo, len) = g.group(grp);
+        let (oo, io) = g.kept_offsets(o);
+        // SAFETY (all reads): invariant 3 for every index below `len` of this group.
+        let src = unsafe { inp.offset(io) };
+        let w = W as u32;
+        let step = SLOTS * w;
+        let mut c = tid * w;
+        let mut acc = op.placeholder();
+        if c < len {
+            if g.flags & VEC_ROWS != 0 {
+                // Invariant 5: `lo` and `c` are multiples of `w`, so vectors are aligned.
+                let at = |c: u32| unsafe { src.add((lo + c) as usize) };
+                if c + w <= len {
+                    let v: [T; W] = unsafe { load_v4(at(c)) };
+                    acc = op.first(v[0]);
+                    let mut j = 1;
+                    while j < W {
+                        acc = op.fold(acc, v[j]);
+                        j += 1;
+                    }
+                    c += step;
+                    while c + 3 * step + w <= len {
+                        let v0: [T; W] = unsafe { load_v4(at(c)) };
+                        let v1: [T; W] = unsafe { load_v4(at(c + step)) };
+                        let v2: [T; W] = unsafe { load_v4(at(c + 2 * step)) };
+                        let v3: [T; W] = unsafe { load_v4(at(c + 3 * step)) };
+                        acc = fold_all(&op, acc, &v0);
+                        acc = fold_all(&op, acc, &v1);
+                        acc = fold_all(&op, acc, &v2);
+                        acc = fold_all(&op, acc, &v3);
+                        c += 4 * step;
+                    }
+                    while c + w <= len {
+                        let v: [T; W] = unsafe { load_v4(at(c)) };
+                        acc = fold_all(&op, acc, &v);
+                        c += step;
+                    }
+                    if c < len {
+                        let mut j = 0;
+                        while c + j < len {
+                            acc = op.fold(acc, unsafe { *at(c + j) });
+                            j += 1;
+                        }
+                    }
+                } else {
+                    // The group's last, partial chunk is this slot's only one.
+                    acc = op.first(unsafe { *at(c) });
+                    let mut j = 1;
+                    while c + j < len {
+                        acc = op.fold(acc, unsafe { *at(c + j) });
+                        j += 1;
+                    }
+                }
+            } else {
+                let at = |q: u32| unsafe { *src.offset(g.red_offset(lo + q)) };
+                acc = op.first(at(c));
+                let mut j = 1;
+                while j < w {
+                    if c + j < len {
+                        acc = op.fold(acc, at(c + j));
+                    }
+                    j += 1;
+                }
+                c += step;
+                while c < len {
+                    let mut j = 0;
+                    while j < w {
+                        if c + j < len {
+                            acc = op.fold(acc, at(c + j));
+                        }
+                        j += 1;
+                    }
+                    c += step;
+                }
+            }
+        }
+        let sm = shared_base() as *mut R::Acc;
+        let used = {
+            let u = len.div_ceil(w);
+            if u < SLOTS {
+                u
+            } else {
+                SLOTS
+            }
+        };
+        // SAFETY: `tid < SLOTS`, the shared array's length.
+        unsafe { *sm.add(tid as usize) = acc };
+        sync_threads();
+        // SAFETY: every thread calls it; `used <= SLOTS`.
+        unsafe { block_tree(&op, sm, used, SLOTS / 2, SLOTS, tid) };
+        if tid == 0 {
+            // SAFETY: invariants 3 and 4.
+            unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm) };
+        }
+    }
+
+    /// Writes a group's value: the output itself for one group (or the empty value), else
+    /// the scratch slot of `(o, grp)`.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn finish_group<R: Reduce<T>, T: Copy>(
+        op: &R,
+        g: &ReduceGeometry,
+        out: *mut T,
+        scratch: *mut R::Acc,
+        o: u32,
+        grp: u32,
+        oo: isize,
+        len: u32,
+        v: R::Acc,
+    ) {
+        if g.groups == 1 {
+            let r = if len == 0 {
+                op.empty()
+            } else {
+                Some(op.finish(v, g.n))
+            };
+            if let Some(r) = r {
+                // SAFETY: invariant 3.
+                unsafe { *out.offset(oo) = r };
+            }
+        } else {
+            // SAFETY: invariant 4.
+            unsafe { *scratch.add((o * g.groups + grp) as usize) = v };
+        }
+    }
+
+    /// One level of the column kernel's in-register tree: slots `y + COL_Y * m` and
+    /// `y + COL_Y * (m + H)` for `m < H` (constant indices, so `acc` stays in registers).
+    #[inline(always)]
+    fn level<R: Reduce<T>, T, const M: usize, const H: usize>(
+        op: &R,
+        acc: &mut [R::Acc; M],
+        y: u32,
+        w: u32,
+        len: u32,
+    ) {
+        unrolled!(H, |m| {
+            if (y + COL_Y * (m + H) as u32) * w < len {
+                acc[m] = op.combine(acc[m], acc[m + H]);
+            }
+        });
+    }
+
+    /// The column kernel: blocks of `COL_X × COL_Y` threads; thread `(x, y)` folds slots
+    /// `y + COL_Y * m` of the output in column `x` of its block. Block `b` is column block
+    /// `b % col_blocks` of outer output `(b / col_blocks) % outer`, group
+    /// `b / (col_blocks * outer)`. `COL_X * COL_Y * size_of::<Acc>()` bytes of dynamic
+    /// shared memory.
+    ///
+    /// # Safety
+    /// The [`ReduceGeometry`] invariants (`kept[0]` the input's unit-stride axis is a
+    /// performance matter only); the launch shape above.
+    #[inline(always)]
+    pub unsafe fn cols<R: Reduce<T>, T: Copy, const W: usize>(
+        op: R,
+        g: &ReduceGeometry,
+        out: *mut T,
+        inp: *const T,
+        scratch: *mut R::Acc,
+    ) {
+        const M: usize = (SLOTS / COL_Y) as usize;
+        let (x, y, bid) = tile_thread();
+        let k0 = g.kept[0].d;
+        let outer = g.outputs / k0;
+        let (cb, rest) = (bid % g.col_blocks, bid / g.col_blocks);
+        let (ob, grp) = (rest % outer, rest / outer);
+        let c = cb * COL_X + x;
+        let active = c < k0;
+        // Threads past the last column read the last column's elements (in bounds) and
+        // write nothing.
+        let o = if active { c } else { k0 - 1 } + k0 * ob;
+        let (oo, io) = g.kept_offsets(o);
+        let (lo, len) = g.group(grp);
+        // SAFETY (all reads): invariant 3 for every index below `len` of this group.
+        let src = unsafe { inp.offset(io) };
+        let w = W as u32;
+        let mut acc = [op.placeholder(); M];
+        // Each pass reads chunk `base / step` of every slot of this thread: `M * W`
+        // independent, guarded loads, free to issue before their folds. A chunk's `W`
+        // elements are consecutive along the innermost reduced dimension (invariant 6):
+        // one offset per chunk.
+        let s0 = g.red_strides[0];
+        let step = SLOTS * w;
+        let mut base = 0;
+        while base < len {
+            unrolled!(M, |m| {
+                let c0 = base + (y + COL_Y * m as u32) * w;
+                if c0 < len {
+                    // SAFETY: invariant 3; the chunk's elements follow at stride `s0`.
+                    let p = unsafe { src.offset(g.red_offset2(lo + c0)) };
+                    unrolled!(W, |j| {
+                        if c0 + (j as u32) < len {
+                            // SAFETY: as above.
+                            let v =
+                                unsafe { *p.offset((j as u32).wrapping_mul(s0) as i32 as isize) };
+                            acc[m] = if base == 0 && j == 0 {
+                                op.first(v)
+                            } else {
+                                op.fold(acc[m], v)
+                            };
+                        }
+                    });
+                }
+            });
+            base += step;
+        }
+        level::<R, T, M, 8>(&op, &mut acc, y, w, len);
+        level::<R, T, M, 4>(&op, &mut acc, y, w, len);
+        level::<R, T, M, 2>(&op, &mut acc, y, w, len);
+        level::<R, T, M, 1>(&op, &mut acc, y, w, len);
+        let sm = shared_base() as *mut R::Acc;
+        // SAFETY: `y < COL_Y`, `x < COL_X`: inside the shared array.
+        unsafe { *sm.add((y * COL_X + x) as usize) = acc[0] };
+        sync_threads();
+        if y == 0 {
+            let mut s = COL_Y / 2;
+            while s >= 1 {
+                let mut l = 0;
+                while l < s {
+                    if (l + s) * w < len {
+                        // SAFETY: rows `l` and `l + s` of column `x`, inside the array.
+                        unsafe {
+                            let a = sm.add((l * COL_X + x) as usize);
+                            *a = op.combine(*a, *sm.add(((l + s) * COL_X + x) as usize));
+                        }
+                    }
+                    l += 1;
+                }
+                s /= 2;
+            }
+            if active {
+                // SAFETY: invariants 3 and 4.
+                unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm.add(x as usize)) };
+            }
+        }
+    }
+
+    /// The final kernel: block `o` trees over output `o`'s `groups` values in `scratch`
+    /// and writes the output. `FINAL_BLOCK` threads, `groups * size_of::<Acc>()` bytes of
+    /// dynamic shared memory.
+    ///
+    /// # Safety
+    /// The [`ReduceGeometry`] invariants with `groups > 1`; the launch shape above.
+    #[inline(always)]
+    pub unsafe fn finals<R: Reduce<T>, T: Copy>(
+        op: R,
+        g: &ReduceGeometry,
+        out: *mut T,
+        scratch: *const R::Acc,
+    ) {
+        let (tid, _, o) = tile_thread();
+        let sm = shared_base() as *mut R::Acc;
+        let mut l = tid;
+        while l < g.groups {
+            // SAFETY: invariant 4; `l < groups`, the shared array's length.
+            unsafe { *sm.add(l as usize) = *scratch.add((o * g.groups + l) as usize) };
+            l += FINAL_BLOCK;
+        }
+        sync_threads();
+        // SAFETY: every thread calls it.
+        unsafe { block_tree(&op, sm, g.groups, MAX_GROUPS / 2, FINAL_BLOCK, tid) };
+        if tid == 0 {
+            let (oo, _) = g.kept_offsets(o);
+            // SAFETY: invariant 3; `*sm` is the tree's result.
+            unsafe { *out.offset(oo) = op.finish(*sm, g.n) };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_follow_the_length() {
+        assert_eq!(groups(0), 1);
+        assert_eq!(groups((1 << 17) - 1), 1);
+        assert_eq!(groups(1 << 17), 2);
+        assert_eq!(groups(1 << 28), MAX_GROUPS);
+        assert_eq!(group_len(1 << 28, 4), 1 << 18);
+        assert_eq!(groups_used(1 << 28, 4), 1024);
+        assert_eq!(group_len(5, 4), 1024);
+        assert_eq!(groups_used(5, 4), 1);
+        assert_eq!(groups_used(0, 4), 1);
+        // Every group but the last is full, none is empty.
+        for n in [
+            1u32,
+            1023,
+            1024,
+            1025,
+            200_000,
+            1 << 20,
+            (1 << 20) + 7,
+            123_456_789,
+        ] {
+            for w in [1, 2, 4, 8, 16] {
+                let (l, u) = (group_len(n, w), groups_used(n, w));
+                assert_eq!(l % (SLOTS * w), 0);
+                assert!(u <= MAX_GROUPS && (u - 1) * l < n && u * l >= n, "{n} {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn tree_pairs_halves() {
+        // With a non-commutative-looking record of the pairing: combine as string concat.
+        #[derive(Clone, Copy)]
+        struct Cat;
+        impl Reduce<u64> for Cat {
+            type Acc = u64;
+            fn first(&self, x: u64) -> u64 {
+                x
+            }
+            fn fold(&self, a: u64, x: u64) -> u64 {
+                a * 10 + x
+            }
+            fn combine(&self, a: u64, b: u64) -> u64 {
+                a * 1000 + b
+            }
+            fn finish(&self, a: u64, _: u32) -> u64 {
+                a
+            }
+            fn empty(&self) -> Option<u64> {
+                None
+            }
+            fn placeholder(&self) -> u64 {
+                0
+            }
+        }
+        // 5 values: s = 4: v0 = c(v0, v4); s = 2: v0 = c(v0, v2), v1 = c(v1, v3);
+        // s = 1: v0 = c(v0, v1).
+        let mut v = [1u64, 2, 3, 4, 5];
+        let r = tree(&Cat, &mut v).expect("non-empty");
+        let v0 = 1_005 * 1000 + 3;
+        let v1 = 2_004;
+        assert_eq!(r, v0 * 1000 + v1);
+        assert_eq!(tree(&Cat, &mut []), None);
+    }
+}
