@@ -1962,6 +1962,320 @@ fn narrow_exhaustive(gpu: &Gpu) -> TestResult {
     Ok(lines.join("; "))
 }
 
+// ------------------------------------------------------------------ reductions
+
+/// Values for the reduction cases: floats uniform in [-4, 4) (no NaN or infinity, so every
+/// sum shows its order), or ±[0.875, 1.125) for products (long products stay finite);
+/// integers as [`TestElem::random`] (small and huge: sums and products wrap).
+trait ReduceValue: TestElem {
+    fn reduce_value(rng: &mut Rng, near_one: bool) -> Self;
+}
+fn reduce_float(rng: &mut Rng, near_one: bool) -> f64 {
+    if near_one {
+        let sign = if rng.next() & 1 == 0 { 1.0 } else { -1.0 };
+        sign * (0.875 + rng.unit() * 0.25)
+    } else {
+        rng.unit() * 8.0 - 4.0
+    }
+}
+macro_rules! reduce_value {
+    (wide $($t:ty),*) => {$( impl ReduceValue for $t {
+        fn reduce_value(rng: &mut Rng, near_one: bool) -> Self { reduce_float(rng, near_one) as $t }
+    } )*};
+    (narrow $($t:ident),*) => {$( impl ReduceValue for strided_apply::$t {
+        fn reduce_value(rng: &mut Rng, near_one: bool) -> Self {
+            strided_apply::$t::from_f64(reduce_float(rng, near_one))
+        }
+    } )*};
+    (int $($t:ty),*) => {$( impl ReduceValue for $t {
+        fn reduce_value(rng: &mut Rng, _: bool) -> Self { <$t as TestElem>::random(rng) }
+    } )*};
+}
+reduce_value!(wide f32, f64);
+reduce_value!(narrow f16, bf16);
+reduce_value!(int i32, i64, u32, u8);
+
+/// One reduction case: the input view (buffer length, layout), the axes, the output view
+/// and the kernel the planner must choose (`None`: not checked).
+struct ReduceCase {
+    name: &'static str,
+    in_len: usize,
+    input: strided_apply::Layout,
+    axes: Vec<usize>,
+    out_len: usize,
+    out: strided_apply::Layout,
+    variant: Option<strided_apply::reduce::ReduceVariant>,
+}
+
+/// The layouts that reach each reduction kernel path: the row kernel with 16-byte vectors
+/// (with and without a partial last chunk), without them (misaligned start, strided rows,
+/// reversed rows), the column kernel (partial column blocks, keepdim output, reversed
+/// reduced axis, a broadcast reduced axis), permuted 4-D views over axes (1, 3) (two
+/// reduced dimensions: columns into a transposed output when the inner one holds whole
+/// chunks, else strided rows into a keepdim output), several groups and the final kernel
+/// (1-D n = 2^20 + 3: 16 groups; columns and multi-dimensional rows of 2 groups), and a
+/// reduction of nothing.
+fn reduce_cases() -> Vec<ReduceCase> {
+    use strided_apply::reduce::ReduceVariant::{Cols, Rows};
+    use strided_apply::Layout;
+    let c = |s: &[usize]| Layout::contiguous(s).unwrap();
+    let case = |name, buffer: &[usize], input: Layout, axes: &[usize], out: Layout, variant| {
+        let in_len = buffer.iter().product();
+        let out_len = c(out.shape()).numel().max(1) + out.offset() + 64;
+        ReduceCase {
+            name,
+            in_len,
+            input,
+            axes: axes.to_vec(),
+            out_len,
+            out,
+            variant,
+        }
+    };
+    // [10, 6, 12, 16], strides [192, 1920, 1, 12]: the reduced axes 1 and 3 do not merge;
+    // the inner one (16) holds whole chunks of every type, so the column kernel takes it.
+    let perm4 = c(&[6, 10, 16, 12]).permute(&[1, 0, 3, 2]).unwrap();
+    // [10, 6, 12, 7]: an inner reduced axis of 7 splits chunks: the row kernel (strided).
+    let perm4_odd = c(&[6, 10, 7, 12]).permute(&[1, 0, 3, 2]).unwrap();
+    vec![
+        case(
+            "rows-vec",
+            &[48, 1024],
+            c(&[48, 1024]),
+            &[1],
+            c(&[48]),
+            Some(Rows),
+        ),
+        case(
+            "rows-vec-partial-chunk",
+            &[16, 1024],
+            c(&[16, 1024]).slice(1, None, Some(1001), 1).unwrap(),
+            &[1],
+            c(&[16, 1]),
+            Some(Rows),
+        ),
+        case(
+            "rows-misaligned-offset-1",
+            &[48, 1025],
+            c(&[48, 1025]).slice(1, Some(1), None, 1).unwrap(),
+            &[1],
+            c(&[48]),
+            Some(Rows),
+        ),
+        case(
+            "rows-step2",
+            &[40, 140],
+            c(&[40, 140]).slice(1, None, None, 2).unwrap(),
+            &[1],
+            c(&[40]),
+            Some(Rows),
+        ),
+        case(
+            "rows-flipped",
+            &[40, 700],
+            c(&[40, 700]).flip(1).unwrap(),
+            &[1],
+            c(&[40]),
+            Some(Rows),
+        ),
+        case(
+            "cols",
+            &[1000, 96],
+            c(&[1000, 96]),
+            &[0],
+            c(&[96]),
+            Some(Cols),
+        ),
+        case(
+            "cols-partial-block-keepdim",
+            &[1000, 70],
+            c(&[1000, 70]),
+            &[0],
+            c(&[1, 70]),
+            Some(Cols),
+        ),
+        case(
+            "cols-flipped",
+            &[700, 40],
+            c(&[700, 40]).flip(0).unwrap(),
+            &[0],
+            c(&[40]),
+            Some(Cols),
+        ),
+        case(
+            "cols-broadcast-reduced",
+            &[1, 600],
+            c(&[1, 600]).broadcast_to(&[8, 600]).unwrap(),
+            &[0],
+            c(&[600]),
+            Some(Cols),
+        ),
+        case(
+            "rows-broadcast-kept",
+            &[1, 600],
+            c(&[1, 600]).broadcast_to(&[8, 600]).unwrap(),
+            &[1],
+            c(&[8]),
+            Some(Rows),
+        ),
+        case(
+            "permuted-4d-axes-1-3-cols",
+            &[6, 10, 16, 12],
+            perm4,
+            &[1, 3],
+            c(&[12, 10]).transpose(0, 1).unwrap(),
+            Some(Cols),
+        ),
+        case(
+            "permuted-4d-axes-1-3-rows",
+            &[6, 10, 7, 12],
+            perm4_odd,
+            &[1, 3],
+            c(&[10, 1, 12, 1]),
+            Some(Rows),
+        ),
+        case(
+            "1d-2^20+3-16-groups",
+            &[(1 << 20) + 3],
+            c(&[(1 << 20) + 3]),
+            &[0],
+            c(&[]),
+            Some(Rows),
+        ),
+        case(
+            "cols-2-groups",
+            &[(1 << 17) + 5, 3],
+            c(&[(1 << 17) + 5, 3]),
+            &[0],
+            c(&[3]),
+            Some(Cols),
+        ),
+        case(
+            "permuted-3d-2-groups",
+            &[520, 2, 260],
+            c(&[520, 2, 260]).permute(&[1, 0, 2]).unwrap(),
+            &[1, 2],
+            c(&[2]),
+            Some(Rows),
+        ),
+        case(
+            "n=0",
+            &[4],
+            Layout::new(&[5, 0], &[1, 1], 0).unwrap(),
+            &[1],
+            c(&[5]),
+            None,
+        ),
+    ]
+}
+
+/// Every [`reduce_cases`] case for one (op, type): GPU against the CPU twin, exact.
+fn reduce_on_gpu<R, T>(gpu: &Gpu, op: R, name: &str, rng: &mut Rng) -> Result<usize, String>
+where
+    R: strided_apply::gpu_kernels::reduce::ReduceKernels<T>,
+    T: ReduceValue,
+{
+    use strided_apply::reduce::{plan_reduce, verify};
+    let has_empty = op.empty().is_some();
+    let near_one = name.starts_with("prod");
+    let mut count = 0;
+    for case in reduce_cases() {
+        let what = format!("{name} {} / {}", T::NAME, case.name);
+        let n: usize = case.axes.iter().map(|&a| case.input.shape()[a]).product();
+        if let Some(v) = case.variant {
+            let plan = plan_reduce(
+                &case.out,
+                &case.input,
+                &case.axes,
+                size_of::<T>(),
+                has_empty,
+            )
+            .map_err(|e| format!("{what}: plan: {e}"))?
+            .ok_or_else(|| format!("{what}: no plan"))?;
+            if plan.variant != v {
+                return Err(format!(
+                    "{what}: planned {:?}, the case is for {v:?}",
+                    plan.variant
+                ));
+            }
+        }
+        let input: Vec<T> = (0..case.in_len)
+            .map(|_| T::reduce_value(rng, near_one))
+            .collect();
+        let init = vec![T::poison(); case.out_len];
+        let r = verify(
+            gpu,
+            op,
+            (&init, &case.out),
+            (&input, &case.input),
+            &case.axes,
+        );
+        match r {
+            Ok(None) => count += 1,
+            Ok(Some(m)) => return Err(format!("{what}: {m}")),
+            Err(Error::EmptyReduction { .. }) if n == 0 && !has_empty => count += 1,
+            Err(e) => return Err(format!("{what}: {e}")),
+        }
+    }
+    Ok(count)
+}
+
+fn reductions(gpu: &Gpu) -> TestResult {
+    use strided_apply::gpu_kernels::reduce::{Amax, Amin, Mean, Norm2, Prod, Sum, SumSq};
+    use strided_apply::{bf16, f16};
+    let e = |e: Error| e.to_string();
+    let mut rng = Rng(0x7ed0c3);
+    let mut count = 0usize;
+    let mut families = 0usize;
+    macro_rules! ops {
+        ($name:literal, $op:expr, [$($t:ty),*]) => {$(
+            count += reduce_on_gpu::<_, $t>(gpu, $op, $name, &mut rng)?;
+            families += 1;
+        )*};
+    }
+    ops!("sum", Sum, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("prod", Prod, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("amin", Amin, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("amax", Amax, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("mean", Mean, [f32, f64, f16, bf16]);
+    ops!("sumsq", SumSq, [f32, f64, f16, bf16]);
+    ops!("norm2", Norm2, [f32, f64, f16, bf16]);
+    // On the device itself: min of nothing and an output sharing memory with its input are
+    // refused before any launch, the buffer untouched; disjoint views of one buffer work.
+    let buf = DeviceTensor::from_slice(gpu, &[1.0f32; 13], &[13]).map_err(e)?;
+    let mut out = buf.slice(0, Some(5), Some(6), 1).map_err(e)?;
+    expect_err(
+        strided_apply::reduce::reduce(gpu, Sum, &mut out, &buf, &[0]),
+        "reduce: output inside the input",
+        |e| matches!(e, Error::ReduceOverlap { operand: "input" }),
+    )?;
+    let empty = buf
+        .slice(0, Some(0), Some(0), 1)
+        .map_err(e)?
+        .unsqueeze(0)
+        .map_err(e)?; // [1, 0]
+    let mut out = buf.slice(0, Some(12), None, 1).map_err(e)?;
+    expect_err(
+        strided_apply::reduce::reduce(gpu, Amin, &mut out, &empty, &[1]),
+        "reduce: min of nothing",
+        |e| matches!(e, Error::EmptyReduction { operand: "input" }),
+    )?;
+    if buf.to_vec(gpu).map_err(e)? != [1.0f32; 13] {
+        return Err("a refused reduction wrote its output".into());
+    }
+    let first12 = buf.slice(0, Some(0), Some(12), 1).map_err(e)?;
+    strided_apply::reduce::reduce(gpu, Sum, &mut out, &first12, &[0]).map_err(e)?;
+    let got = buf.to_vec(gpu).map_err(e)?;
+    if got[12] != 12.0 || got[..12] != [1.0f32; 12] {
+        return Err(format!(
+            "sum of 12 ones into element 12 of the same buffer: {got:?}"
+        ));
+    }
+    Ok(format!(
+        "{count} (op, type, layout) cases over {families} (op, type) families, GPU = CPU twin; 3 device-side checks"
+    ))
+}
+
 /// Tests that need `STRIDED_APPLY_BIG=1` (tensors of 2^31 elements and more, ~30 GiB of
 /// device memory, ~1 minute).
 const BIG: [&str; 3] = [
@@ -1971,7 +2285,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 23] = [
+    let tests: [GpuTest; 24] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_stencils_by_id_match_cpu_twin", dispatch_stencils),
         (
@@ -1992,6 +2306,7 @@ fn main() {
             narrow_exhaustive,
         ),
         ("gpu_stencils_match_cpu_twin", common::stencil::gpu_stencils),
+        ("gpu_reductions_match_cpu_twin", reductions),
         ("gpu_transcendentals_within_ulp_bound_of_f64", accuracy),
         ("gpu_typed_errors_and_context_survives", typed_errors),
         ("gpu_raw_api_matches_expected", raw_api_matches_typed),

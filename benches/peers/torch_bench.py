@@ -3,7 +3,8 @@ bfloat16) and, for the permuted copies, the fused expression and the dense mixed
 multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
-element size."""
+element size; reductions (group "reduce") count the input read once and report the input's
+elements."""
 import json
 import sys
 import torch
@@ -24,6 +25,8 @@ GROUPS = {
     "mixed": ["mixed_broadcast_row", "mixed_contiguous"],
     "divmul": ["fused_divmul", "three_kernel_divmul"],
     "stencil": ["stencil_laplacian2"],
+    "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
+               "amax_dim1_f32", "sumsq_all_f32"],
     "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
 }
 
@@ -184,6 +187,52 @@ if want("divmul"):
     except Exception as e:  # inductor needs a working triton
         print(f"# torch.compile (fused) failed: {e}", file=sys.stderr)
     del fa, fb
+
+
+def reduction(case, x0, make_x, out_shape, fn, compiled=None):
+    """o = fn(x, o) into a preallocated out of x's dtype (fn may ignore o and allocate);
+    bytes: the input read once, elements: the input's, as the Rust bench's `bench_reduce`.
+    `x0` is the first input set; `make_x` makes the others when x fits in L2. `compiled`:
+    also torch.compile(compiled), reported as impl "torch.compile"."""
+    n, size = x0.numel(), x0.element_size()
+    name = {torch.float32: "f32", torch.bfloat16: "bf16"}[x0.dtype]
+    nbytes = n * size
+    sets = max(1, min(64, -(-ROTATE // nbytes)))
+    bufs = [(x0 if i == 0 else make_x(), torch.empty(out_shape, device=dev, dtype=x0.dtype)) for i in range(sets)]
+    report("pytorch", case, name, n, nbytes, median_ms(lambda i: fn(*bufs[i]), sets))
+    if compiled is not None:
+        try:
+            cf = torch.compile(compiled)
+            report("torch.compile", case, name, n, nbytes, median_ms(lambda i: cf(bufs[i][0]), sets))
+        except Exception as e:  # inductor needs a working triton
+            print(f"# torch.compile ({case}) failed: {e}", file=sys.stderr)
+    del bufs
+
+
+# Reductions: rows and columns of a big * big matrix, a whole vector (1 << 28 elements) into a
+# 0-d out, a permuted view summed over two non-adjacent axes. Bytes: the input read once.
+# torch.sum has no `out=` without `dim`: the whole-vector sums reduce dim 0 of the 1-D input.
+if want("reduce"):
+    mk = lambda: rand(sq, torch.float32)
+    m = mk()
+    reduction("sum_dim1_f32", m, mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
+    reduction("sum_dim0_f32", m, mk, (big,), lambda x, o: torch.sum(x, dim=0, out=o))
+    reduction("amax_dim1_f32", m, mk, (big,), lambda x, o: torch.amax(x, dim=1, out=o))
+    del m
+    n = 1 << 24 if quick else 1 << 28
+    mk = lambda: rand((n,), torch.float32)
+    v = mk()
+    reduction("sum_all_f32", v, mk, (), lambda x, o: torch.sum(x, dim=0, out=o))
+    # Eager x * x then sum: two kernels and a temporary; torch.compile fuses them.
+    reduction("sumsq_all_f32", v, mk, (), lambda x, o: (x * x).sum(), compiled=lambda x: (x * x).sum())
+    del v
+    shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
+    mk = lambda: rand(shape, torch.float32).permute(3, 1, 0, 2)
+    p = mk()
+    reduction("sum_perm13_f32", p, mk, (p.shape[0], p.shape[2]), lambda x, o: torch.sum(x, dim=(1, 3), out=o))
+    del p
+    mk = lambda: rand(sq, torch.bfloat16)
+    reduction("sum_dim1_bf16", mk(), mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
 
 if not want("tiny"):
     sys.exit(0)

@@ -282,7 +282,9 @@ pub fn reduce<R: ReduceKernels<T>, T: Elem>(
         return Ok(());
     };
     check_reduce_aliasing(&out.region(gpu, "out")?, &input.region(gpu, "input")?)?;
-    let scratch = Scratch::new(gpu, &plan, size_of::<R::Acc>())?;
+    let stream = gpu.stream().cu_stream();
+    // SAFETY: the Gpu's own stream lives as long as `gpu`.
+    let scratch = unsafe { Scratch::new(gpu, &plan, size_of::<R::Acc>(), stream)? };
     let ptrs = [out.base_addr(), input.base_addr()];
     let op = OpArg::new(op);
     // SAFETY: both layouts were checked against their buffers when the views were made;
@@ -298,36 +300,62 @@ pub fn reduce<R: ReduceKernels<T>, T: Elem>(
             ptrs,
             scratch.addr(),
             (T::TYPE.size(), size_of::<R::Acc>()),
-            gpu.stream().cu_stream(),
+            stream,
         )
     }
 }
 
-/// The GPU's per-group accumulators when an output has more than one group.
-pub(crate) struct Scratch(Option<cudarc::driver::CudaSlice<u8>>);
+/// The GPU's per-group accumulators when an output has more than one group: allocated
+/// and freed in the order of the launch's stream (`cuMemAllocAsync` / `cuMemFreeAsync`),
+/// so the memory outlives the queued kernels on that stream whatever the caller does next,
+/// and a graph capture records the allocation with the kernels.
+pub(crate) struct Scratch {
+    ptr: u64,
+    stream: CUstream,
+}
 
 impl Scratch {
-    pub(crate) fn new(gpu: &Gpu, plan: &ReducePlan, acc_size: usize) -> Result<Scratch> {
+    /// Scratch for `plan` on `stream` (none for one group).
+    ///
+    /// # Safety
+    /// `stream` is a live stream of `gpu`'s context and outlives the returned value.
+    pub(crate) unsafe fn new(
+        gpu: &Gpu,
+        plan: &ReducePlan,
+        acc_size: usize,
+        stream: CUstream,
+    ) -> Result<Scratch> {
         let g = &plan.geometry;
         if g.groups <= 1 {
-            return Ok(Scratch(None));
+            return Ok(Scratch { ptr: 0, stream });
         }
         let bytes = g.outputs as usize * g.groups as usize * acc_size;
-        // SAFETY: uninitialised device memory; the group kernel writes every accumulator
-        // the final kernel reads (invariant 4 of `ReduceGeometry`).
-        let buf = unsafe { gpu.stream().alloc::<u8>(bytes) }
+        gpu.context()
+            .bind_to_thread()
+            .map_err(|source| Error::Driver {
+                what: "binding the context",
+                source,
+            })?;
+        // SAFETY: the caller's contract for the stream; uninitialised device memory, of
+        // which the group kernel writes every accumulator the final kernel reads
+        // (invariant 4 of `ReduceGeometry`).
+        let ptr = unsafe { cudarc::driver::result::malloc_async(stream, bytes) }
             .map_err(oom_or(bytes, "allocating reduction scratch"))?;
-        Ok(Scratch(Some(buf)))
+        Ok(Scratch { ptr, stream })
     }
 
     pub(crate) fn addr(&self) -> u64 {
-        use cudarc::driver::DevicePtr;
-        match &self.0 {
-            Some(b) => {
-                let (p, _sync) = b.device_ptr(b.stream());
-                p
-            }
-            None => 0,
+        self.ptr
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if self.ptr != 0 {
+            // SAFETY: allocated on this stream by `new`; the free is ordered after the
+            // kernels queued on it. A failure leaves the memory to the pool (nothing to
+            // report from a destructor).
+            let _ = unsafe { cudarc::driver::result::free_async(self.ptr, self.stream) };
         }
     }
 }
@@ -409,9 +437,9 @@ pub(crate) unsafe fn launch_planned(
 fn vec_rows(g: &ReduceGeometry, inp: u64, elem_size: usize) -> bool {
     g.nred == 1
         && g.red_strides[0] == 1
-        && inp % 16 == 0
+        && inp.is_multiple_of(16)
         && (0..g.nkept as usize)
-            .all(|d| (g.kept_strides[1][d] as i32 as i64 * elem_size as i64) % 16 == 0)
+            .all(|d| (g.kept_strides[1][d] as i32 as i64 * elem_size as i64).rem_euclid(16) == 0)
 }
 
 /// The CPU twin of [`reduce`]: the same plan, the same order and the same op code, over
@@ -494,6 +522,166 @@ pub(crate) unsafe fn run_planned(
         .into_par_iter()
         .with_min_len(per_task)
         .for_each(|o| write(g, o as u32, p.get().wrapping_add(o * groups * acc_size)));
+}
+
+#[cfg(feature = "dispatch")]
+pub use dynamic::{reduce_instances, DynReduce};
+
+/// Reductions chosen at run time (feature `dispatch`): by id (`"sum"`, `"amax"`, `"mean"`,
+/// … the first name part of the `kernels!` reduce line) and element type.
+#[cfg(feature = "dispatch")]
+mod dynamic {
+    use super::*;
+    use crate::raw::RawTensor;
+    use gpu_kernels::dispatch::{ReduceInstance, REDUCTIONS};
+    use gpu_kernels::elem::ElemType;
+
+    /// Every instantiated reduction family of every kernel crate linked into the program.
+    pub fn reduce_instances() -> impl Iterator<Item = &'static ReduceInstance> {
+        REDUCTIONS.iter()
+    }
+
+    /// A reduction chosen at run time (a zero-sized op: its kernel parameter is padding).
+    #[derive(Clone, Copy, Debug)]
+    pub struct DynReduce {
+        instance: &'static ReduceInstance,
+    }
+
+    impl DynReduce {
+        /// Reduction `op` over `elem` (the output's and the input's element type).
+        pub fn new(op: &str, elem: ElemType) -> Result<DynReduce> {
+            let mut known: Vec<&str> = Vec::new();
+            let mut available: Vec<&str> = Vec::new();
+            for inst in REDUCTIONS.iter() {
+                known.push(inst.op);
+                if inst.op == op {
+                    if inst.elem == elem {
+                        return Ok(DynReduce { instance: inst });
+                    }
+                    available.push(inst.elem.name());
+                }
+            }
+            if available.is_empty() {
+                known.sort_unstable();
+                known.dedup();
+                return Err(Error::UnknownOp {
+                    op: op.to_string(),
+                    known: known.join(", "),
+                });
+            }
+            Err(Error::NotInstantiated {
+                op: op.to_string(),
+                types: format!("({0}, {0})", elem.name()),
+                available: available.join(", "),
+            })
+        }
+
+        /// The family this reduction launches.
+        pub fn instance(&self) -> &'static ReduceInstance {
+            self.instance
+        }
+
+        /// The checked plan over raw tensors (`None`: an output without elements).
+        fn plan(
+            &self,
+            out: &RawTensor<'_>,
+            input: &RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<Option<ReducePlan>> {
+            let elem = self.instance.elem;
+            let lo = out.check("out", elem)?;
+            let li = input.check("input", elem)?;
+            let plan = plan_reduce(&lo, &li, axes, elem.size(), (self.instance.has_empty)())?;
+            let region = |operand, t: &RawTensor<'_>, layout| Region {
+                operand,
+                buffer: t.ptr,
+                elem_size: elem.size(),
+                layout,
+            };
+            check_reduce_aliasing(&region("out", out, &lo), &region("input", input, &li))?;
+            Ok(plan)
+        }
+
+        /// Launches the reduction on `stream` (the `gpu`'s own when `None`) with the checks
+        /// and plan of [`reduce`](super::reduce); its scratch memory, when it needs any,
+        /// is allocated and freed in that stream's order.
+        ///
+        /// # Safety
+        /// As for [`raw::apply3`](crate::raw::apply3): both tensors' memory is one live
+        /// allocation of this `gpu`'s context each, holding values of the element type and
+        /// kept until the queued work completes; `stream` is a live stream of that context.
+        pub unsafe fn launch(
+            &self,
+            gpu: &Gpu,
+            stream: Option<CUstream>,
+            out: RawTensor<'_>,
+            input: RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<()> {
+            let Some(plan) = self.plan(&out, &input, axes)? else {
+                return Ok(());
+            };
+            let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
+            let inst = self.instance;
+            let size = inst.elem.size() as u64;
+            let ptrs = [
+                out.ptr + plan.base[0] as u64 * size,
+                input.ptr + plan.base[1] as u64 * size,
+            ];
+            // SAFETY: the caller's contract for the stream.
+            let scratch = unsafe { Scratch::new(gpu, &plan, inst.acc_size, stream)? };
+            // A zero-sized op's kernel parameter: its padding, zero.
+            let op = gpu_kernels::apply::OpArg::new(());
+            // SAFETY: the caller vouches for the memory; the plan and the aliasing check
+            // hold; the scratch is sized for the plan; registered reductions are zero-sized,
+            // so `OpArg<()>` has their parameter's layout.
+            unsafe {
+                launch_planned(
+                    gpu,
+                    &inst.names,
+                    (&op as *const gpu_kernels::apply::OpArg<()>).cast(),
+                    &plan,
+                    ptrs,
+                    scratch.addr(),
+                    (inst.elem.size(), inst.acc_size),
+                    stream,
+                )
+            }
+        }
+
+        /// The CPU twin over host addresses, with the checks and plan of
+        /// [`launch`](Self::launch).
+        ///
+        /// # Safety
+        /// Both tensors' `ptr` are host addresses; every element their shapes and strides
+        /// reach is in one live allocation holding values of the element type, and nothing
+        /// else accesses the output's elements during the call.
+        pub unsafe fn run_cpu_raw(
+            &self,
+            out: RawTensor<'_>,
+            input: RawTensor<'_>,
+            axes: &[usize],
+        ) -> Result<()> {
+            let Some(plan) = self.plan(&out, &input, axes)? else {
+                return Ok(());
+            };
+            let size = self.instance.elem.size();
+            let po = SendPtr((out.ptr as *mut u8).wrapping_add(plan.base[0] * size));
+            let pi = SendPtr((input.ptr as *mut u8).wrapping_add(plan.base[1] * size));
+            let inst = self.instance;
+            // SAFETY: the caller's contract for the memory; the plan and the aliasing check
+            // hold; `group` and `write` are this family's typed functions.
+            unsafe {
+                run_planned(
+                    &plan,
+                    inst.acc_size,
+                    |g, o, grp, acc| (inst.group)(g, pi.get().cast_const(), o, grp, acc),
+                    |g, o, accs| (inst.write)(g, po.get(), o, accs),
+                )
+            };
+            Ok(())
+        }
+    }
 }
 
 /// Runs a reduction on the GPU and on the CPU twin from the same buffer contents and

@@ -25,6 +25,7 @@ use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
 use strided_apply::dlpack::{DLManagedTensor, DLManagedTensorVersioned, Dlpack};
 use strided_apply::layout::broadcast_shapes;
 use strided_apply::raw::RawTensor;
+use strided_apply::reduce::{reduce_instances, DynReduce};
 use strided_apply::stencil::{stencil_instances, DynStencil};
 use strided_apply::{ElemType, Error as SaError, Gpu};
 
@@ -86,7 +87,10 @@ fn py_err(e: SaError) -> PyErr {
         | E::NullPointer { .. }
         | E::InvalidView { .. }
         | E::LengthMismatch { .. }
-        | E::StencilOverlap { .. } => LayoutError::new_err(msg),
+        | E::StencilOverlap { .. }
+        | E::ReduceOverlap { .. }
+        | E::ReducedShape { .. }
+        | E::ReduceTooLarge { .. } => LayoutError::new_err(msg),
         E::TypeMismatch { .. } | E::NotInstantiated { .. } | E::DlpackDtype { .. } => {
             DtypeError::new_err(msg)
         }
@@ -99,7 +103,8 @@ fn py_err(e: SaError) -> PyErr {
         | E::AmbiguousOp { .. }
         | E::BadScalars { .. }
         | E::OpNotBuildable { .. }
-        | E::InputCount { .. } => OpError::new_err(msg),
+        | E::InputCount { .. }
+        | E::EmptyReduction { .. } => OpError::new_err(msg),
         E::DlpackNull | E::DlpackVersion { .. } | E::DlpackReadOnly { .. } => {
             DlpackError::new_err(msg)
         }
@@ -1128,19 +1133,16 @@ fn _call_phases<'py>(
     ])
 }
 
-/// `out = stencil(input)` by stencil id (`lap2`, `fdiff`, `shift_xp`, …; `stencil_ids()`):
-/// `axes` are the tensor axes of the stencil's x, y and z (one to three); `out` has the
-/// input's shape and type when omitted, and may not share memory with the input.
-#[pyfunction]
-#[pyo3(signature = (id, input, *, axes, out=None, stream=None))]
-fn stencil<'py>(
+/// The steps of a one-input call (a stencil, a reduction): both operands classified, on
+/// one device, the launch stream chosen, consumed, `out` allocated as `out_shape` of the
+/// input's type when omitted, and writable.
+fn one_input<'py>(
     py: Python<'py>,
-    id: &str,
     input: Bound<'py, PyAny>,
-    axes: Vec<usize>,
     out: Option<Bound<'py, PyAny>>,
     stream: Option<Bound<'py, PyAny>>,
-) -> PyResult<Bound<'py, PyAny>> {
+    out_shape: impl FnOnce(&[usize]) -> PyResult<Vec<usize>>,
+) -> PyResult<(Operand<'py>, Operand<'py>, Option<CUstream>)> {
     let mut inp = classify(py, input, "input")?;
     let out_op = match out {
         Some(o) => Some(classify(py, o, "out")?),
@@ -1173,7 +1175,8 @@ fn stencil<'py>(
             o
         }
         None => {
-            let obj = allocate(py, &inp, &inp.shape.clone(), elem)?;
+            let shape = out_shape(&inp.shape)?;
+            let obj = allocate(py, &inp, &shape, elem)?;
             let mut o = classify(py, obj, "out")?;
             consume(py, &mut o, stream)?;
             o
@@ -1184,6 +1187,23 @@ fn stencil<'py>(
             "out: the producer marked this array read-only",
         ));
     }
+    Ok((inp, out_op, stream))
+}
+
+/// `out = stencil(input)` by stencil id (`lap2`, `fdiff`, `shift_xp`, …; `stencil_ids()`):
+/// `axes` are the tensor axes of the stencil's x, y and z (one to three); `out` has the
+/// input's shape and type when omitted, and may not share memory with the input.
+#[pyfunction]
+#[pyo3(signature = (id, input, *, axes, out=None, stream=None))]
+fn stencil<'py>(
+    py: Python<'py>,
+    id: &str,
+    input: Bound<'py, PyAny>,
+    axes: Vec<usize>,
+    out: Option<Bound<'py, PyAny>>,
+    stream: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (inp, out_op, stream) = one_input(py, input, out, stream, |s| Ok(s.to_vec()))?;
     let op = DynStencil::new(id, out_op.elem.unwrap_or(ElemType::U8)).py()?;
     let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
     match inp.device {
@@ -1203,6 +1223,98 @@ fn stencil<'py>(
     drop(inp);
     drop(out_op);
     Ok(result)
+}
+
+/// The reduced axes of `dim` (None: all; an int or a sequence of ints, negative from the
+/// end) over a tensor of `rank` axes, sorted.
+fn reduce_axes(dim: Option<&Bound<'_, PyAny>>, rank: usize) -> PyResult<Vec<usize>> {
+    let Some(dim) = dim.filter(|d| !d.is_none()) else {
+        return Ok((0..rank).collect());
+    };
+    let dims: Vec<i64> = match dim.extract::<i64>() {
+        Ok(d) => vec![d],
+        Err(_) => dim.extract::<Vec<i64>>().map_err(|_| {
+            pyo3::exceptions::PyTypeError::new_err("dim: an int, a sequence of ints, or None")
+        })?,
+    };
+    let mut axes = Vec::with_capacity(dims.len());
+    for d in dims {
+        let a = if d < 0 { d + rank as i64 } else { d };
+        if a < 0 || a >= rank as i64 {
+            return Err(pyo3::exceptions::PyIndexError::new_err(format!(
+                "dim: {d} is out of range for a {rank}-dimensional input"
+            )));
+        }
+        if axes.contains(&(a as usize)) {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "dim: axis {a} is named twice"
+            )));
+        }
+        axes.push(a as usize);
+    }
+    axes.sort_unstable();
+    Ok(axes)
+}
+
+/// `out = reduction(input over dim)` by reduction id (`sum`, `prod`, `amin`, `amax`,
+/// `mean`, `sumsq`, `norm2`; `reduce_ids()`): `dim` is None (every axis), an axis or a
+/// sequence of axes; `keepdim` keeps the reduced axes as size 1 in an allocated output
+/// (`out`'s own shape says it otherwise). The GPU and the CPU twin reduce in the same order:
+/// the same bits on both.
+#[pyfunction]
+#[pyo3(signature = (id, input, dim=None, keepdim=false, *, out=None, stream=None))]
+#[allow(clippy::too_many_arguments)]
+fn reduce<'py>(
+    py: Python<'py>,
+    id: &str,
+    input: Bound<'py, PyAny>,
+    dim: Option<Bound<'py, PyAny>>,
+    keepdim: bool,
+    out: Option<Bound<'py, PyAny>>,
+    stream: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let mut axes = Vec::new();
+    let (inp, out_op, stream) = one_input(py, input, out, stream, |shape| {
+        let a = reduce_axes(dim.as_ref(), shape.len())?;
+        let s = (0..shape.len())
+            .filter_map(|i| match (a.contains(&i), keepdim) {
+                (false, _) => Some(shape[i]),
+                (true, true) => Some(1),
+                (true, false) => None,
+            })
+            .collect();
+        Ok(s)
+    })?;
+    axes.extend(reduce_axes(dim.as_ref(), inp.shape.len())?);
+    let op = DynReduce::new(id, inp.elem.unwrap_or(ElemType::U8)).py()?;
+    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
+    match inp.device {
+        Device::Cuda(d) => {
+            let g = gpu(d)?;
+            // SAFETY: as in `call`: both operands are held until this returns, after the
+            // launch (and its stream-ordered scratch) is queued on the producer's stream of
+            // the primary context; each pointer is its producer's description of its CUDA
+            // memory of that type.
+            unsafe { op.launch(g, stream, out_raw, in_raw, &axes) }.py()?;
+        }
+        Device::Cpu => {
+            // SAFETY: host memory described by its producer, held for the call.
+            unsafe { op.run_cpu_raw(out_raw, in_raw, &axes) }.py()?;
+        }
+    }
+    let result = out_op.obj.clone();
+    drop(inp);
+    drop(out_op);
+    Ok(result)
+}
+
+/// The reduction ids, sorted.
+#[pyfunction]
+fn reduce_ids() -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = reduce_instances().map(|i| i.op).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 /// The stencil ids, sorted.
@@ -1278,6 +1390,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preload, m)?)?;
     m.add_function(wrap_pyfunction!(_call_phases, m)?)?;
     m.add_function(wrap_pyfunction!(stencil, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_ids, m)?)?;
     m.add_function(wrap_pyfunction!(stencil_ids, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("LayoutError", py.get_type::<LayoutError>())?;

@@ -26,6 +26,14 @@ omitted; it may not share memory with the input) and ``stream=``. Borders clamp 
 >>> x = np.array([0, 1, 4, 9, 16], np.float32)
 >>> sa.fdiff(x, axes=(0,)).tolist()               # x[i + 1] - x[i], clamped at the end
 [1.0, 3.0, 5.0, 7.0, 0.0]
+
+Every reduction is a function too (``sa.reduce_ids()``: ``sum``, ``prod``, ``amin``, ``amax``,
+``mean``, ``sumsq``, ``norm2``): its input, ``dim`` (None for every axis, an axis or a
+sequence of axes), ``keepdim``, then ``out=`` and ``stream=``. The GPU and the CPU twin
+reduce in one order, fixed by the reduction length, so they give the same bits:
+
+>>> sa.sum(a, 1).tolist(), sa.amax(a, dim=0, keepdim=True).tolist()
+([3.0, 12.0], [[3.0, 4.0, 5.0]])
 """
 
 from ._native import (  # noqa: F401
@@ -41,6 +49,8 @@ from ._native import (  # noqa: F401
     module_info,
     op_ids,
     preload,
+    reduce,
+    reduce_ids,
     stencil,
     stencil_ids,
 )
@@ -55,6 +65,8 @@ __all__ = [
     "preload",
     "stencil",
     "stencil_ids",
+    "reduce",
+    "reduce_ids",
     "Error",
     "LayoutError",
     "DtypeError",
@@ -115,5 +127,21 @@ def _stencil_fn(stencil_id):
 for _id in stencil_ids():
     if _id not in globals():
         globals()[_id] = _stencil_fn(_id)
+        __all__.append(_id)
+
+
+def _reduce_fn(reduce_id):
+    def run(input, dim=None, keepdim=False, *, out=None, stream=None):
+        return reduce(reduce_id, input, dim, keepdim, out=out, stream=stream)
+
+    run.__name__ = run.__qualname__ = reduce_id
+    run.__doc__ = f"``out = {reduce_id}(input over dim)`` (see :func:`reduce`)."
+    return run
+
+
+# One function per reduction id: `sa.sum`, `sa.amax`, `sa.mean`, ...
+for _id in reduce_ids():
+    if _id not in globals():
+        globals()[_id] = _reduce_fn(_id)
         __all__.append(_id)
 del _id

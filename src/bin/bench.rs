@@ -4,13 +4,15 @@
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
-//! what they move.
+//! what they move. Reductions (group `reduce`) count the input read once and report the
+//! input's elements; their outputs are not counted.
 
 use std::time::Instant;
+use strided_apply::gpu_kernels::reduce::{Amax, ReduceKernels, Sum, SumSq};
 use strided_apply::verify::{first_mismatch, Distance};
 use strided_apply::{
-    api, bf16, cpu, f16, gpu_kernels, ops, stencil, DeviceTensor, Elem, Gpu, Kernels2, Kernels3,
-    Layout, Result,
+    api, bf16, cpu, f16, gpu_kernels, ops, reduce, stencil, DeviceTensor, Elem, Gpu, Kernels2,
+    Kernels3, Layout, Result,
 };
 
 const REPS: usize = 25;
@@ -59,6 +61,18 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("mixed", &["mixed_broadcast_row", "mixed_contiguous"]),
     ("divmul", &["fused_divmul", "three_kernel_divmul"]),
     ("stencil", &["stencil_laplacian2"]),
+    (
+        "reduce",
+        &[
+            "sum_dim1_f32",
+            "sum_dim0_f32",
+            "sum_all_f32",
+            "sum_perm13_f32",
+            "sum_dim1_bf16",
+            "amax_dim1_f32",
+            "sumsq_all_f32",
+        ],
+    ),
     (
         "tiny",
         &[
@@ -299,6 +313,50 @@ where
     };
     let bytes = n * (size_of::<O>() + size_of::<A>());
     report(case, &dtype, n, bytes, ms, &check);
+    Ok(())
+}
+
+/// Times `out = op(input over axes)` through `reduce::reduce` into a poisoned output of
+/// shape `out_shape` (the input's shape without the reduced axes) and checks one result
+/// against the CPU twin (exact: both reduce in one order). Bytes: the input read once (the
+/// output is not counted); elements: the input's. Inputs that fit in L2 are rotated.
+fn bench_reduce<R, T>(
+    gpu: &Gpu,
+    case: &str,
+    op: R,
+    out_shape: &[usize],
+    input: &Operand<T>,
+    axes: &[usize],
+    poison: T,
+) -> Result<()>
+where
+    R: ReduceKernels<T>,
+    T: Elem + Distance,
+{
+    let out = Layout::contiguous(out_shape)?;
+    let m = out.numel();
+    let n = input.layout.numel();
+    let bytes = n * size_of::<T>();
+    let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
+    let mut tensors = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        let di = DeviceTensor::from_slice(gpu, &input.host, &[input.host.len()])?
+            .with_layout(input.layout.clone())?;
+        let dout =
+            DeviceTensor::from_slice(gpu, &vec![poison; m], &[m])?.with_layout(out.clone())?;
+        tensors.push((di, dout));
+    }
+    let (di, dout) = &mut tensors[0];
+    reduce::reduce(gpu, op, dout, di, axes)?;
+    let got = dout.buffer_to_vec(gpu)?;
+    let mut want = vec![poison; m];
+    reduce::reduce_cpu(op, (&mut want, &out), (&input.host, &input.layout), axes)?;
+    let check = check_label(&got, &want);
+    let ms = median_ms(gpu, |i| {
+        let (di, dout) = &mut tensors[i % sets];
+        reduce::reduce(gpu, op, dout, di, axes)
+    })?;
+    report(case, T::NAME, n, bytes, ms, &check);
     Ok(())
 }
 
@@ -609,6 +667,38 @@ fn main() -> Result<()> {
             ms,
             &check,
         );
+    }
+    // Reductions (bytes: the input read once). Rows and columns of a big × big matrix, a
+    // whole 2^28-element vector into a 0-d output, and a permuted view reduced over two
+    // non-adjacent axes.
+    if want("reduce") {
+        let m = dense(&[big, big], 50, rand_f32)?;
+        bench_reduce(&gpu, "sum_dim1_f32", Sum, &[big], &m, &[1], f32::NAN)?;
+        bench_reduce(&gpu, "sum_dim0_f32", Sum, &[big], &m, &[0], f32::NAN)?;
+        bench_reduce(&gpu, "amax_dim1_f32", Amax, &[big], &m, &[1], f32::NAN)?;
+        drop(m);
+        let n = if quick { 1 << 24 } else { 1 << 28 };
+        let v = dense(&[n], 51, rand_f32)?;
+        bench_reduce(&gpu, "sum_all_f32", Sum, &[], &v, &[0], f32::NAN)?;
+        bench_reduce(&gpu, "sumsq_all_f32", SumSq, &[], &v, &[0], f32::NAN)?;
+        drop(v);
+        // (64,64,128,256) permuted (3,1,0,2) to (256,64,64,128), summed over axes 1 and 3.
+        let shape = if quick {
+            [16, 16, 32, 64]
+        } else {
+            [64, 64, 128, 256]
+        };
+        let src = dense(&shape, 52, rand_f32)?;
+        let perm = Operand {
+            layout: src.layout.permute(&[3, 1, 0, 2])?,
+            host: src.host,
+        };
+        let ps = perm.layout.shape();
+        let out = [ps[0], ps[2]];
+        bench_reduce(&gpu, "sum_perm13_f32", Sum, &out, &perm, &[1, 3], f32::NAN)?;
+        drop(perm);
+        let m16 = dense(&[big, big], 53, rand_bf16)?;
+        bench_reduce(&gpu, "sum_dim1_bf16", Sum, &[big], &m16, &[1], bf16::NAN)?;
     }
     // Tiny tensor: host time per call, planning and launch included.
     if want("tiny") {
