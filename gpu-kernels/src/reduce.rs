@@ -250,8 +250,9 @@ squares!(Norm2, |acc| acc.sqrt());
 /// 4. With `groups > 1`, `scratch` holds `outputs * groups` accumulators.
 /// 5. With [`VEC_ROWS`] in `flags`: `nred == 1`, `red_strides[0] == 1`, and every output's
 ///    input row start is 16-byte aligned.
-/// 6. For the column kernel: `nred == 1`, or `nred == 2` and `red[0]` is a multiple of the
-///    kernel's `w` (a slot chunk never crosses the innermost reduced dimension).
+/// 6. For the column kernel: `nred == 1` (then `red[1]` has size 1 and stride 0), or
+///    `nred == 2` and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses
+///    the innermost reduced dimension).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReduceGeometry {
@@ -319,12 +320,10 @@ impl ReduceGeometry {
     }
 
     /// [`red_offset`](Self::red_offset) for at most two reduced dimensions (the column
-    /// kernel's, invariant 6): one division at most.
+    /// kernel's, invariant 6), without a branch: one division (with one dimension,
+    /// `red[1]` has size 1 and stride 0 and the quotient is 0).
     #[inline(always)]
     pub fn red_offset2(&self, r: u32) -> isize {
-        if self.nred == 1 {
-            return r.wrapping_mul(self.red_strides[0]) as i32 as isize;
-        }
         let (q, rem) = self.red[0].divmod(r);
         rem.wrapping_mul(self.red_strides[0])
             .wrapping_add(q.wrapping_mul(self.red_strides[1])) as i32 as isize
@@ -692,14 +691,49 @@ mod gpu {
         let src = unsafe { inp.offset(io) };
         let w = W as u32;
         let mut acc = [op.placeholder(); M];
-        // Each pass reads chunk `base / step` of every slot of this thread: `M * W`
-        // independent, guarded loads, free to issue before their folds. A chunk's `W`
-        // elements are consecutive along the innermost reduced dimension (invariant 6):
-        // one offset per chunk.
+        // Each pass reads chunk `base / step` of every slot of this thread. A chunk's `W`
+        // elements are consecutive along the innermost reduced dimension (invariant 6): one
+        // offset per chunk, computed without a branch. Whole passes are straight-line code
+        // without guards, loading `B` chunks (at most 64 values) before folding any, so the
+        // loads are in flight together; the last, partial pass is guarded.
+        // Chunks per batch (`b * W <= 64` values): a constant once `W` is.
+        let b: usize = if 64 / W < M { 64 / W } else { M };
         let s0 = g.red_strides[0];
         let step = SLOTS * w;
         let mut base = 0;
-        while base < len {
+        while base + step <= len {
+            let mut v = [[core::mem::MaybeUninit::<T>::uninit(); W]; M];
+            unrolled!(@each M / b, mb, {
+                unrolled!(@each b, i, {
+                    let m = mb * b + i;
+                    let c0 = base + (y + COL_Y * m as u32) * w;
+                    // SAFETY: invariant 3 (`c0 + W <= base + step <= len`); the chunk's
+                    // elements follow at stride `s0`.
+                    let p = unsafe { src.offset(g.red_offset2(lo + c0)) };
+                    unrolled!(W, |j| {
+                        // SAFETY: as above.
+                        v[m][j] = core::mem::MaybeUninit::new(unsafe {
+                            *p.offset((j as u32).wrapping_mul(s0) as i32 as isize)
+                        });
+                    });
+                }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                unrolled!(@each b, i, {
+                    let m = mb * b + i;
+                    unrolled!(W, |j| {
+                        // SAFETY: the load phase above wrote every `v[m][j]`.
+                        let x = unsafe { v[m][j].assume_init() };
+                        acc[m] = if base == 0 && j == 0 { op.first(x) } else { op.fold(acc[m], x) };
+                    });
+                }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                // A barrier to LLVM's scheduling (an asm block that may touch memory): the
+                // next batch's loads stay after this batch's folds, so at most 64 loaded
+                // values are live (merged, the 256 loads of `u8` would spill).
+                // SAFETY: an empty instruction sequence.
+                unsafe { core::arch::asm!("", options(nostack, preserves_flags)) };
+            }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+            base += step;
+        }
+        if base < len {
             unrolled!(M, |m| {
                 let c0 = base + (y + COL_Y * m as u32) * w;
                 if c0 < len {
@@ -719,7 +753,6 @@ mod gpu {
                     });
                 }
             });
-            base += step;
         }
         level::<R, T, M, 8>(&op, &mut acc, y, w, len);
         level::<R, T, M, 4>(&op, &mut acc, y, w, len);

@@ -47,6 +47,42 @@ use rustc_hash::FxHashMap as HashMap;
 use std::cell::Cell;
 use std::sync::OnceLock;
 
+/// The one-type family of `op` over `elem` among `families` (stencils, reductions), whose
+/// id and element type `key` reads; `UnknownOp` (listing the ids) or `NotInstantiated`
+/// (listing the op's types) otherwise.
+pub(crate) fn find_one_type<F: 'static>(
+    families: impl Iterator<Item = &'static F>,
+    op: &str,
+    elem: ElemType,
+    key: impl Fn(&F) -> (&'static str, ElemType),
+) -> Result<&'static F> {
+    let mut known: Vec<&str> = Vec::new();
+    let mut available: Vec<&str> = Vec::new();
+    for f in families {
+        let (id, t) = key(f);
+        known.push(id);
+        if id == op {
+            if t == elem {
+                return Ok(f);
+            }
+            available.push(t.name());
+        }
+    }
+    if available.is_empty() {
+        known.sort_unstable();
+        known.dedup();
+        return Err(Error::UnknownOp {
+            op: op.to_string(),
+            known: known.join(", "),
+        });
+    }
+    Err(Error::NotInstantiated {
+        op: op.to_string(),
+        types: format!("({0}, {0})", elem.name()),
+        available: available.join(", "),
+    })
+}
+
 /// Every instantiated family of every kernel crate linked into the program.
 pub fn instances() -> impl Iterator<Item = &'static Instance> {
     INSTANCES.iter()

@@ -532,6 +532,7 @@ pub use dynamic::{reduce_instances, DynReduce};
 #[cfg(feature = "dispatch")]
 mod dynamic {
     use super::*;
+    use crate::dispatch::find_one_type;
     use crate::raw::RawTensor;
     use gpu_kernels::dispatch::{ReduceInstance, REDUCTIONS};
     use gpu_kernels::elem::ElemType;
@@ -550,30 +551,8 @@ mod dynamic {
     impl DynReduce {
         /// Reduction `op` over `elem` (the output's and the input's element type).
         pub fn new(op: &str, elem: ElemType) -> Result<DynReduce> {
-            let mut known: Vec<&str> = Vec::new();
-            let mut available: Vec<&str> = Vec::new();
-            for inst in REDUCTIONS.iter() {
-                known.push(inst.op);
-                if inst.op == op {
-                    if inst.elem == elem {
-                        return Ok(DynReduce { instance: inst });
-                    }
-                    available.push(inst.elem.name());
-                }
-            }
-            if available.is_empty() {
-                known.sort_unstable();
-                known.dedup();
-                return Err(Error::UnknownOp {
-                    op: op.to_string(),
-                    known: known.join(", "),
-                });
-            }
-            Err(Error::NotInstantiated {
-                op: op.to_string(),
-                types: format!("({0}, {0})", elem.name()),
-                available: available.join(", "),
-            })
+            let instance = find_one_type(REDUCTIONS.iter(), op, elem, |r| (r.op, r.elem))?;
+            Ok(DynReduce { instance })
         }
 
         /// The family this reduction launches.

@@ -293,6 +293,7 @@ pub use dynamic::{stencil_instances, DynStencil};
 #[cfg(feature = "dispatch")]
 mod dynamic {
     use super::*;
+    use crate::dispatch::find_one_type;
     use crate::raw::RawTensor;
     use gpu_kernels::dispatch::{OpValue, StencilInstance, STENCILS};
     use gpu_kernels::elem::ElemType;
@@ -312,33 +313,7 @@ mod dynamic {
     impl DynStencil {
         /// Stencil `op` over `elem` (the output's and the input's element type).
         pub fn new(op: &str, elem: ElemType) -> Result<DynStencil> {
-            let mut known: Vec<&str> = Vec::new();
-            let mut available: Vec<&str> = Vec::new();
-            let mut found = None;
-            for inst in STENCILS.iter() {
-                known.push(inst.op);
-                if inst.op == op {
-                    available.push(inst.elem.name());
-                    if inst.elem == elem {
-                        found = Some(inst);
-                    }
-                }
-            }
-            let Some(instance) = found else {
-                if available.is_empty() {
-                    known.sort_unstable();
-                    known.dedup();
-                    return Err(Error::UnknownOp {
-                        op: op.to_string(),
-                        known: known.join(", "),
-                    });
-                }
-                return Err(Error::NotInstantiated {
-                    op: op.to_string(),
-                    types: format!("({0}, {0})", elem.name()),
-                    available: available.join(", "),
-                });
-            };
+            let instance = find_one_type(STENCILS.iter(), op, elem, |s| (s.op, s.elem))?;
             let value =
                 (instance.builder)()
                     .and_then(|b| (b.build)(&[]))
