@@ -183,7 +183,7 @@ def torch_reference(rid, x, dim, keepdim):
     if rid == "sumsq":
         return (x * x).sum(dim=d, keepdim=keepdim)
     if rid == "norm2":
-        return torch.from_numpy(np.sqrt((x * x).sum(dim=d, keepdim=keepdim).numpy()))
+        return torch.from_numpy(np.asarray(np.sqrt((x * x).sum(dim=d, keepdim=keepdim).numpy())))
     if rid == "mean":
         s = x.sum(dim=d, keepdim=keepdim).numpy()
         n = x.numel() // max(s.size, 1)
