@@ -673,17 +673,11 @@ pub fn verify<R: ReduceKernels<T>, T: crate::verify::Distance>(
     input: (&[T], &Layout),
     axes: &[usize],
 ) -> Result<Option<crate::verify::Mismatch<T>>> {
-    let mut on_cpu = out.0.to_vec();
-    reduce_cpu(op, (&mut on_cpu, out.1), input, axes)?;
-    let mut d_out =
-        DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
-    let d_in =
-        DeviceTensor::from_slice(gpu, input.0, &[input.0.len()])?.with_layout(input.1.clone())?;
-    reduce(gpu, op, &mut d_out, &d_in, axes)?;
-    let on_gpu = d_out.buffer_to_vec(gpu)?;
-    Ok(crate::verify::first_mismatch(
-        &on_gpu,
-        &on_cpu,
-        gpu_kernels::ops::Tolerance::Exact,
-    ))
+    crate::verify::one_input(
+        gpu,
+        out,
+        input,
+        |on_cpu| reduce_cpu(op, (on_cpu, out.1), input, axes),
+        |d_out, d_in| reduce(gpu, op, d_out, d_in, axes),
+    )
 }

@@ -91,6 +91,27 @@ pub fn twin_tolerance<Op: Accuracy>() -> Tolerance {
     }
 }
 
+/// The one-input GPU-against-twin check (stencils, reductions): `cpu` runs the twin on a
+/// copy of `out`'s buffer, `on_gpu` the GPU on uploads of both buffers viewed through their
+/// layouts; the first element of the whole output buffer where they differ (exact).
+pub(crate) fn one_input<T: Distance>(
+    gpu: &Gpu,
+    out: (&[T], &Layout),
+    input: (&[T], &Layout),
+    cpu: impl FnOnce(&mut [T]) -> Result<()>,
+    on_gpu: impl FnOnce(&mut DeviceTensor<T>, &DeviceTensor<T>) -> Result<()>,
+) -> Result<Option<Mismatch<T>>> {
+    let mut on_cpu = out.0.to_vec();
+    cpu(&mut on_cpu)?;
+    let mut d_out =
+        DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
+    let d_in =
+        DeviceTensor::from_slice(gpu, input.0, &[input.0.len()])?.with_layout(input.1.clone())?;
+    on_gpu(&mut d_out, &d_in)?;
+    let got = d_out.buffer_to_vec(gpu)?;
+    Ok(first_mismatch(&got, &on_cpu, Tolerance::Exact))
+}
+
 macro_rules! verify_apply {
     ($(#[$doc:meta])* $fn:ident, $trait:ident, $cpu:path, $api:path, [$($x:ident: $t:ident),*]) => {
         $(#[$doc])*

@@ -1190,6 +1190,86 @@ fn one_input<'py>(
     Ok((inp, out_op, stream))
 }
 
+/// A one-input op chosen at run time (a stencil, a reduction): a GPU launch on a stream and
+/// the CPU twin, over (out, input) raw tensors and axes, with the library's contracts.
+trait OneInputOp {
+    /// # Safety
+    /// As `DynStencil::launch` / `DynReduce::launch`.
+    unsafe fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        input: RawTensor<'_>,
+        axes: &[usize],
+    ) -> strided_apply::Result<()>;
+    /// # Safety
+    /// As `DynStencil::run_cpu_raw` / `DynReduce::run_cpu_raw`.
+    unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        input: RawTensor<'_>,
+        axes: &[usize],
+    ) -> strided_apply::Result<()>;
+}
+
+macro_rules! one_input_op {
+    ($($t:ty),*) => {$(
+        impl OneInputOp for $t {
+            unsafe fn launch(
+                &self,
+                gpu: &Gpu,
+                stream: Option<CUstream>,
+                out: RawTensor<'_>,
+                input: RawTensor<'_>,
+                axes: &[usize],
+            ) -> strided_apply::Result<()> {
+                // SAFETY: the caller's contract.
+                unsafe { <$t>::launch(self, gpu, stream, out, input, axes) }
+            }
+            unsafe fn run_cpu_raw(
+                &self,
+                out: RawTensor<'_>,
+                input: RawTensor<'_>,
+                axes: &[usize],
+            ) -> strided_apply::Result<()> {
+                // SAFETY: the caller's contract.
+                unsafe { <$t>::run_cpu_raw(self, out, input, axes) }
+            }
+        }
+    )*};
+}
+one_input_op!(DynStencil, DynReduce);
+
+/// Runs `op` over the operands `one_input` prepared, on their device, and returns `out`.
+fn run_one_input<'py>(
+    op: &impl OneInputOp,
+    inp: Operand<'py>,
+    out_op: Operand<'py>,
+    stream: Option<CUstream>,
+    axes: &[usize],
+) -> PyResult<Bound<'py, PyAny>> {
+    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
+    match inp.device {
+        Device::Cuda(d) => {
+            let g = gpu(d)?;
+            // SAFETY: as in `call`: both operands are held until this returns, after the
+            // launch (and a reduction's stream-ordered scratch) is queued on the producer's
+            // stream of the primary context; each pointer is its producer's description of
+            // its CUDA memory of that type.
+            unsafe { op.launch(g, stream, out_raw, in_raw, axes) }.py()?;
+        }
+        Device::Cpu => {
+            // SAFETY: host memory described by its producer, held for the call.
+            unsafe { op.run_cpu_raw(out_raw, in_raw, axes) }.py()?;
+        }
+    }
+    let result = out_op.obj.clone();
+    drop(inp);
+    drop(out_op);
+    Ok(result)
+}
+
 /// `out = stencil(input)` by stencil id (`lap2`, `fdiff`, `shift_xp`, …; `stencil_ids()`):
 /// `axes` are the tensor axes of the stencil's x, y and z (one to three); `out` has the
 /// input's shape and type when omitted, and may not share memory with the input.
@@ -1205,24 +1285,7 @@ fn stencil<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let (inp, out_op, stream) = one_input(py, input, out, stream, |s| Ok(s.to_vec()))?;
     let op = DynStencil::new(id, out_op.elem.unwrap_or(ElemType::U8)).py()?;
-    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
-    match inp.device {
-        Device::Cuda(d) => {
-            let g = gpu(d)?;
-            // SAFETY: as in `call`: both operands are held until this returns, after the
-            // launch is queued on the producer's stream of the primary context; each pointer
-            // is its producer's description of its CUDA memory of that type.
-            unsafe { op.launch(g, stream, out_raw, in_raw, &axes) }.py()?;
-        }
-        Device::Cpu => {
-            // SAFETY: host memory described by its producer, held for the call.
-            unsafe { op.run_cpu_raw(out_raw, in_raw, &axes) }.py()?;
-        }
-    }
-    let result = out_op.obj.clone();
-    drop(inp);
-    drop(out_op);
-    Ok(result)
+    run_one_input(&op, inp, out_op, stream, &axes)
 }
 
 /// The reduced axes of `dim` (None: all; an int or a sequence of ints, negative from the
@@ -1273,7 +1336,6 @@ fn reduce<'py>(
     out: Option<Bound<'py, PyAny>>,
     stream: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let mut axes = Vec::new();
     let (inp, out_op, stream) = one_input(py, input, out, stream, |shape| {
         let a = reduce_axes(dim.as_ref(), shape.len())?;
         let s = (0..shape.len())
@@ -1285,27 +1347,9 @@ fn reduce<'py>(
             .collect();
         Ok(s)
     })?;
-    axes.extend(reduce_axes(dim.as_ref(), inp.shape.len())?);
+    let axes = reduce_axes(dim.as_ref(), inp.shape.len())?;
     let op = DynReduce::new(id, inp.elem.unwrap_or(ElemType::U8)).py()?;
-    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
-    match inp.device {
-        Device::Cuda(d) => {
-            let g = gpu(d)?;
-            // SAFETY: as in `call`: both operands are held until this returns, after the
-            // launch (and its stream-ordered scratch) is queued on the producer's stream of
-            // the primary context; each pointer is its producer's description of its CUDA
-            // memory of that type.
-            unsafe { op.launch(g, stream, out_raw, in_raw, &axes) }.py()?;
-        }
-        Device::Cpu => {
-            // SAFETY: host memory described by its producer, held for the call.
-            unsafe { op.run_cpu_raw(out_raw, in_raw, &axes) }.py()?;
-        }
-    }
-    let result = out_op.obj.clone();
-    drop(inp);
-    drop(out_op);
-    Ok(result)
+    run_one_input(&op, inp, out_op, stream, &axes)
 }
 
 /// The reduction ids, sorted.
