@@ -61,6 +61,9 @@ macro_rules! for_types {
     (reduce $name:ident $op:ty: $($t:ident),*) => {
         $crate::kernels! { $( reduce [$name $t]: $op => ($t); )* }
     };
+    (map_reduce $name:ident $op:ty: $($t:ident),*) => {
+        $crate::kernels! { $( reduce [$name $t]: $op => ($t, $t); )* }
+    };
     (cast_from $from:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [cast $t $from]: Cast => ($t, $from); )* }
     };
@@ -201,3 +204,10 @@ numeric!(reduce amax Amax);
 float_ty!(reduce mean Mean);
 float_ty!(reduce sumsq SumSq);
 float_ty!(reduce norm2 Norm2);
+numeric!(reduce argmin Argmin);
+numeric!(reduce argmax Argmax);
+all!(reduce all All);
+all!(reduce any Any);
+// Map-reduce over two inputs: the sum of squared differences and the dot product.
+float_ty!(map_reduce sqdiff MapReduce<SumSq, Sub>);
+float_ty!(map_reduce dot MapReduce<Sum, Mul>);

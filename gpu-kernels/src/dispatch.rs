@@ -24,7 +24,7 @@ use crate::instantiate::KernelNames;
 use crate::ops::{
     Accuracy, CastFrom, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update,
 };
-use crate::reduce::{Reduce, ReduceGeometry, ReduceNames};
+use crate::reduce::{AccOf, OutOf, Reduce, ReduceGeometry, ReduceNames, Source};
 use crate::stencil::StencilNames;
 use core::marker::PhantomData;
 
@@ -53,13 +53,23 @@ pub static STENCILS: [StencilInstance];
 pub static REDUCTIONS: [ReduceInstance];
 
 /// One instantiated reduction family: its id (the line's first name part: `sum` for
-/// `[sum f32]`), element type (output and input), kernels, and the CPU twin's parts.
+/// `[sum f32]`), input element type and count, output element type, kernels, and the CPU
+/// twin's parts.
 pub struct ReduceInstance {
     pub op: &'static str,
+    /// The inputs' element type.
     pub elem: ElemType,
+    /// How many inputs the source maps (1 for a plain reduction).
+    pub inputs: usize,
+    /// The output's element type (`elem`, `i64` for arg reductions, `bool` for all/any).
+    pub out_elem: ElemType,
     pub names: ReduceNames,
     /// Bytes of one accumulator (the GPU's scratch per output and group).
     pub acc_size: usize,
+    /// Alignment of one accumulator.
+    pub acc_align: usize,
+    /// Whether the column kernel serves it ([`Source::COLUMNS`]).
+    pub columns: bool,
     /// Whether a reduction of nothing has a value ([`Reduce::empty`]).
     pub has_empty: fn() -> bool,
     pub group: ReduceGroup,
@@ -81,6 +91,8 @@ impl core::fmt::Debug for ReduceInstance {
         f.debug_struct("ReduceInstance")
             .field("op", &self.op)
             .field("elem", &self.elem)
+            .field("inputs", &self.inputs)
+            .field("out_elem", &self.out_elem)
             .field("module", &self.names.module)
             .field("family", &self.family())
             .finish()
@@ -92,52 +104,55 @@ impl core::fmt::Debug for ReduceInstance {
 /// returns `true`, or `false` for an empty group.
 ///
 /// # Safety
-/// The [`ReduceGeometry`] invariants hold for `inp` (typed as the family's element type);
-/// `acc` is valid for one aligned accumulator.
+/// `inp` holds the family's `inputs` base addresses; the [`ReduceGeometry`] invariants
+/// hold for them (typed as the family's element type); `acc` is valid for one aligned
+/// accumulator.
 pub type ReduceGroup =
-    unsafe fn(g: &ReduceGeometry, inp: *const u8, o: u32, grp: u32, acc: *mut u8) -> bool;
+    unsafe fn(g: &ReduceGeometry, inp: &[*const u8], o: u32, grp: u32, acc: *mut u8) -> bool;
 
 /// The CPU twin's last step for one output, type-erased
 /// ([`write_output`](crate::reduce::write_output)): the tree over the `g.groups`
 /// accumulators at `accs`, then the output.
 ///
 /// # Safety
-/// The [`ReduceGeometry`] invariants hold for `out`; `accs` holds `g.groups` aligned
-/// accumulators (written by [`ReduceGroup`] unless `g.n == 0`).
+/// The [`ReduceGeometry`] invariants hold for `out` (typed as the family's output type);
+/// `accs` holds `g.groups` aligned accumulators (written by [`ReduceGroup`] unless
+/// `g.n == 0`).
 pub type ReduceWrite = unsafe fn(g: &ReduceGeometry, out: *mut u8, o: u32, accs: *mut u8);
 
-/// Whether `R` over `T` has a value for a reduction of nothing.
-pub fn reduce_has_empty<R: Reduce<T> + Default, T>() -> bool {
-    R::default().empty().is_some()
+/// Whether `S` over `T` has a value for a reduction of nothing.
+pub fn reduce_has_empty<S: Source<T, K> + Default, T, const K: usize>() -> bool {
+    S::default().reduction().empty().is_some()
 }
 
-/// [`ReduceGroup`] of `R` over `T`.
+/// [`ReduceGroup`] of `S` over `K` inputs of `T`.
 ///
 /// # Safety
 /// As [`ReduceGroup`].
-pub unsafe fn reduce_group<R: Reduce<T> + Default, T: Copy>(
+pub unsafe fn reduce_group<S: Source<T, K> + Default, T: Copy, const K: usize>(
     g: &ReduceGeometry,
-    inp: *const u8,
+    inp: &[*const u8],
     o: u32,
     grp: u32,
     acc: *mut u8,
 ) -> bool {
+    let inp: [*const T; K] = core::array::from_fn(|k| inp[k].cast::<T>());
     // SAFETY: the caller's contract.
-    match unsafe { crate::reduce::group_value(&R::default(), g, inp.cast::<T>(), o, grp) } {
+    match unsafe { crate::reduce::group_value(&S::default(), g, inp, o, grp) } {
         Some(a) => {
             // SAFETY: the caller's contract.
-            unsafe { acc.cast::<R::Acc>().write(a) };
+            unsafe { acc.cast::<AccOf<S, T, K>>().write(a) };
             true
         }
         None => false,
     }
 }
 
-/// [`ReduceWrite`] of `R` over `T`.
+/// [`ReduceWrite`] of `S` over `K` inputs of `T`.
 ///
 /// # Safety
 /// As [`ReduceWrite`].
-pub unsafe fn reduce_write<R: Reduce<T> + Default, T: Copy>(
+pub unsafe fn reduce_write<S: Source<T, K> + Default, T: Copy, const K: usize>(
     g: &ReduceGeometry,
     out: *mut u8,
     o: u32,
@@ -146,8 +161,14 @@ pub unsafe fn reduce_write<R: Reduce<T> + Default, T: Copy>(
     let count = if g.n == 0 { 0 } else { g.groups as usize };
     // SAFETY: the caller's contract: `count` aligned, written accumulators.
     unsafe {
-        let accs = core::slice::from_raw_parts_mut(accs.cast::<R::Acc>(), count);
-        crate::reduce::write_output(&R::default(), g, out.cast::<T>(), o, accs)
+        let accs = core::slice::from_raw_parts_mut(accs.cast::<AccOf<S, T, K>>(), count);
+        crate::reduce::write_output(
+            &S::default().reduction(),
+            g,
+            out.cast::<OutOf<S, T, K>>(),
+            o,
+            accs,
+        )
     }
 }
 
@@ -677,8 +698,9 @@ mod builtin_tests {
         assert_eq!((sin.tolerance)(), Some(crate::ops::Tolerance::Ulp(2)));
         assert_eq!((add.tolerance)(), Some(crate::ops::Tolerance::Exact));
         // Family names are unique within the module, and every apply family is listed: the
-        // image holds 575 families, 40 of them stencils (10 stencils × 4 float types) and 44
-        // reductions (4 ops × 8 numeric types, 3 × 4 float types).
+        // image holds 617 families, 40 of them stencils (10 stencils × 4 float types) and 86
+        // reductions (6 ops × 8 numeric types, 2 × 9 types (all, any), 3 × 4 float types,
+        // 2 maps × 4 float types).
         let mut fams: std::vec::Vec<_> = INSTANCES
             .iter()
             .map(|i| (i.names.module, i.family()))
@@ -687,11 +709,11 @@ mod builtin_tests {
         let n = fams.len();
         fams.dedup();
         assert_eq!(fams.len(), n, "a family is listed twice");
-        assert_eq!(n, 575 - 40 - 44);
+        assert_eq!(n, 617 - 40 - 86);
         let mut reds: std::vec::Vec<_> = REDUCTIONS.iter().map(|r| r.family()).collect();
         reds.sort();
         reds.dedup();
-        assert_eq!(reds.len(), 44);
+        assert_eq!(reds.len(), 86);
         let sum = REDUCTIONS
             .iter()
             .find(|r| r.op == "sum" && r.elem == BF16)
@@ -702,5 +724,26 @@ mod builtin_tests {
         );
         let amax = REDUCTIONS.iter().find(|r| r.op == "amax").expect("amax");
         assert!(!(amax.has_empty)());
+        let arg = REDUCTIONS
+            .iter()
+            .find(|r| r.op == "argmax" && r.elem == F64)
+            .expect("argmax f64");
+        assert_eq!(
+            (arg.inputs, arg.out_elem, arg.acc_size),
+            (1, ElemType::I64, 16)
+        );
+        let all = REDUCTIONS
+            .iter()
+            .find(|r| r.op == "all" && r.elem == ElemType::Bool)
+            .expect("all bool");
+        assert_eq!(
+            (all.out_elem, all.acc_size, (all.has_empty)()),
+            (ElemType::Bool, 1, true)
+        );
+        let dot = REDUCTIONS
+            .iter()
+            .find(|r| r.op == "sqdiff" && r.elem == BF16)
+            .expect("sqdiff bf16");
+        assert_eq!((dot.inputs, dot.out_elem, dot.acc_size), (2, BF16, 4));
     }
 }

@@ -121,7 +121,9 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
 /// (`lap2_f32_s`, `lap2_f32_s64`), and `reduce [sum f32]: Sum => (f32);` a
-/// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`). The op type must be `#[repr(C)]` (host and GPU are
+/// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`) over one input;
+/// `reduce [dot f32]: MapReduce<Sum, Mul> => (f32, f32);` one over two inputs mapped
+/// first ([`MapReduce`](crate::reduce::MapReduce)). The op type must be `#[repr(C)]` (host and GPU are
 /// built by different compilers and must agree on its layout).
 #[macro_export]
 macro_rules! kernels {
@@ -155,12 +157,14 @@ macro_rules! kernels {
             };
         }
     };
-    (@arity reduce [$($part:ident)+] $op:ty; $t:ty) => {
-        $crate::kernels!(@reduce_entry [$($part)+] "r" rows, $op; $t);
-        $crate::kernels!(@reduce_entry [$($part)+] "k" cols, $op; $t);
-        $crate::kernels!(@reduce_entry [$($part)+] "f" finals, $op; $t);
-        $crate::__register_reduce!([$($part)+] $op; $t);
-        impl $crate::reduce::ReduceKernels<$t> for $op {
+    (@arity reduce [$($part:ident)+] $op:ty; $t:ty $(, $same:ty)*) => {
+        $crate::kernels!(@reduce_entry [$($part)+] "r" rows, $op; $t $(, $same)*);
+        $crate::kernels!(@reduce_entry [$($part)+] "k" cols, $op; $t $(, $same)*);
+        $crate::kernels!(@reduce_entry [$($part)+] "f" finals, $op; $t $(, $same)*);
+        $crate::__register_reduce!([$($part)+] $op; $t $(, $same)*);
+        // Every input has the line's first element type.
+        $( const _: fn($t) -> $same = |x| x; )*
+        impl $crate::reduce::ReduceKernels<$t, { 1 $(+ $crate::kernels!(@one $same))* }> for $op {
             const NAMES: $crate::reduce::ReduceNames = $crate::reduce::ReduceNames {
                 module: env!("CARGO_PKG_NAME"),
                 rows: concat!($(stringify!($part), "_",)+ "r"),
@@ -169,30 +173,38 @@ macro_rules! kernels {
             };
         }
     };
-    (@reduce_entry [$($part:ident)+] $v:literal $body:ident, $op:ty; $t:ty) => {
+    (@one $t:ty) => { 1 };
+    (@reduce_entry [$($part:ident)+] $v:literal $body:ident, $op:ty; $t:ty $(, $same:ty)*) => {
         #[cfg(target_arch = "nvptx64")]
         const _: () = {
+            const K: usize = 1 $(+ $crate::kernels!(@one $same))*;
             #[export_name = concat!($(stringify!($part), "_",)+ $v)]
             #[allow(improper_ctypes_definitions)]
             unsafe extern "ptx-kernel" fn entry(
                 op: $crate::apply::OpArg<$op>,
                 g: $crate::reduce::ReduceGeometry,
-                out: *mut $t,
-                inp: *const $t,
-                scratch: *mut <$op as $crate::reduce::Reduce<$t>>::Acc,
+                out: *mut $crate::reduce::OutOf<$op, $t, K>,
+                scratch: *mut $crate::reduce::AccOf<$op, $t, K>,
+                a: *const $t,
+                b: *const $t,
+                c: *const $t,
             ) {
+                // One pointer parameter per input (`MAX_INPUTS`, unused ones null): LLVM
+                // knows kernel pointer parameters are global and loads through them so.
+                let all = [a, b, c];
+                let inp: [*const $t; K] = ::core::array::from_fn(|k| all[k]);
                 // SAFETY: the host proved the ReduceGeometry invariants and sized the launch
                 // as this kernel requires.
-                unsafe { $crate::kernels!(@reduce_call $body op.op, &g, out, inp, scratch; $t) }
+                unsafe { $crate::kernels!(@reduce_call $body op.op, &g, out, inp, scratch; $t, K) }
             }
         };
     };
-    (@reduce_call finals $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty) => {{
+    (@reduce_call finals $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty, $k:ident) => {{
         let _ = $inp;
-        $crate::reduce::finals($op, $g, $out, $scratch)
+        $crate::reduce::finals::<_, $t, $k>($op, $g, $out, $scratch)
     }};
-    (@reduce_call $body:ident $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty) => {
-        $crate::reduce::$body::<_, $t, { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize }>(
+    (@reduce_call $body:ident $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty, $k:ident) => {
+        $crate::reduce::$body::<_, $t, $k, { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize }>(
             $op, $g, $out, $inp, $scratch,
         )
     };
@@ -393,8 +405,9 @@ macro_rules! __register_stencil {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __register_reduce {
-    ([$first:ident $($rest:ident)*] $op:ty; $t:ty) => {
+    ([$first:ident $($rest:ident)*] $op:ty; $t:ty $(, $same:ty)*) => {
         const _: () = {
+            const K: usize = 1 $(+ $crate::kernels!(@one $same))*;
             const {
                 assert!(
                     ::core::mem::size_of::<$op>() == 0,
@@ -406,11 +419,15 @@ macro_rules! __register_reduce {
             static REDUCTION: $crate::dispatch::ReduceInstance = $crate::dispatch::ReduceInstance {
                 op: stringify!($first),
                 elem: <$t as $crate::Elem>::TYPE,
-                names: <$op as $crate::reduce::ReduceKernels<$t>>::NAMES,
-                acc_size: ::core::mem::size_of::<<$op as $crate::reduce::Reduce<$t>>::Acc>(),
-                has_empty: $crate::dispatch::reduce_has_empty::<$op, $t>,
-                group: $crate::dispatch::reduce_group::<$op, $t>,
-                write: $crate::dispatch::reduce_write::<$op, $t>,
+                inputs: K,
+                out_elem: <$crate::reduce::OutOf<$op, $t, K> as $crate::Elem>::TYPE,
+                names: <$op as $crate::reduce::ReduceKernels<$t, K>>::NAMES,
+                acc_size: ::core::mem::size_of::<$crate::reduce::AccOf<$op, $t, K>>(),
+                acc_align: ::core::mem::align_of::<$crate::reduce::AccOf<$op, $t, K>>(),
+                columns: <$op as $crate::reduce::Source<$t, K>>::COLUMNS,
+                has_empty: $crate::dispatch::reduce_has_empty::<$op, $t, K>,
+                group: $crate::dispatch::reduce_group::<$op, $t, K>,
+                write: $crate::dispatch::reduce_write::<$op, $t, K>,
             };
         };
     };

@@ -14,11 +14,19 @@
 //!    elements; the output is the halving tree over its groups' values, then
 //!    [`Reduce::finish`]. A reduction of nothing gives [`Reduce::empty`].
 //!
+//! Arg reductions ([`Argmin`], [`Argmax`]) carry each element's position `i` in this
+//! order (`0..n`, the logical row-major index over the reduced axes) and break ties by it,
+//! so their result is the first extreme's position whatever the pairing. A
+//! [`MapReduce`] reads two inputs at each position and reduces `map(a, b)` in the same
+//! order.
+//!
 //! The GPU spreads slots over a block's threads ([`SLOTS`] threads, or `COL_Y` threads of
 //! `SLOTS / COL_Y` slots each) and groups over blocks; the CPU twin ([`group_value`], [`write_output`])
 //! walks the same definition directly. No float atomics, no order that depends on the grid.
 
+use crate::elem::Bool;
 use crate::math::{Float, Num};
+use crate::ops::Op3;
 use crate::FastDiv;
 
 /// Slots per group (the row kernel's threads per block).
@@ -31,6 +39,8 @@ pub const GROUP_MIN: u32 = 1 << 16;
 pub const KEPT_DIMS: usize = 6;
 /// Reduced dimensions after collapsing.
 pub const RED_DIMS: usize = 6;
+/// Most inputs of one reduction source (a map over them, [`Source`]).
+pub const MAX_INPUTS: usize = 3;
 /// Column kernel: threads along the kept unit-stride axis (one output each).
 pub const COL_X: u32 = 32;
 /// Column kernel: threads along the slots (each folds `SLOTS / COL_Y` slots).
@@ -84,21 +94,94 @@ pub const fn groups_used(n: u32, w: u32) -> u32 {
 
 /// A reduction: how elements fold into an accumulator and accumulators combine.
 ///
-/// `first(x)` starts a slot, `fold(acc, x)` continues it, `combine(a, b)` joins two slot
-/// or group values (`a` from the lower index), `finish(acc, n)` gives the output.
+/// `first(x, i)` starts a slot, `fold(acc, x, i)` continues it (`i`: the element's
+/// position in the reduction, `0..n`, which only the arg reductions read), `combine(a, b)`
+/// joins two slot or group values (`a` from the lower slot or group), `finish(acc, n)`
+/// gives the output.
 pub trait Reduce<T>: Copy + Send + Sync {
     /// The accumulator (`f32` for `f16` and `bf16`, the type itself otherwise).
     type Acc: Copy + Send + Sync;
-    fn first(&self, x: T) -> Self::Acc;
-    fn fold(&self, acc: Self::Acc, x: T) -> Self::Acc;
+    /// The output element (`T` itself, `i64` for arg reductions, `Bool` for all/any).
+    type Out: Copy + Send + Sync;
+    fn first(&self, x: T, i: u32) -> Self::Acc;
+    fn fold(&self, acc: Self::Acc, x: T, i: u32) -> Self::Acc;
     fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc;
-    fn finish(&self, acc: Self::Acc, n: u32) -> T;
-    /// The output of a reduction of nothing; `None` where there is none (min, max).
-    fn empty(&self) -> Option<T>;
+    fn finish(&self, acc: Self::Acc, n: u32) -> Self::Out;
+    /// The output of a reduction of nothing; `None` where there is none (min, max, arg).
+    fn empty(&self) -> Option<Self::Out>;
     /// Any accumulator value: fills registers of slots that receive no element, whose
     /// values are never read.
     fn placeholder(&self) -> Self::Acc;
+    /// Whether the column kernel serves this reduction. It holds 16 slot accumulators per
+    /// thread in registers; (value, index) pairs do not fit beside the loads, so the arg
+    /// reductions take the row kernel on every layout.
+    const COLUMNS: bool = true;
 }
+
+/// What a reduction kernel reads and folds: `K` inputs of element type `T`, mapped to one
+/// item per position, reduced by [`Source::R`]. Every [`Reduce`] is the one-input source;
+/// [`MapReduce`] maps two inputs through an `Op3` first (`transform_reduce`).
+pub trait Source<T, const K: usize>: Copy + Send + Sync {
+    /// What the map gives per position.
+    type Item: Copy;
+    /// The reduction over the items.
+    type R: Reduce<Self::Item>;
+    fn reduction(&self) -> Self::R;
+    fn item(&self, x: [T; K]) -> Self::Item;
+    /// Whether the column kernel serves this source (see [`Reduce::COLUMNS`]; maps over two
+    /// inputs do not: their loads and conversions exceed the registers).
+    const COLUMNS: bool;
+}
+
+impl<T: Copy, R: Reduce<T>> Source<T, 1> for R {
+    type Item = T;
+    type R = R;
+    const COLUMNS: bool = R::COLUMNS;
+    #[inline(always)]
+    fn reduction(&self) -> R {
+        *self
+    }
+    #[inline(always)]
+    fn item(&self, x: [T; 1]) -> T {
+        x[0]
+    }
+}
+
+/// `reduce(map(a, b))` in one pass: `map` is an `Op3<T, T, T>` applied at every position
+/// (its result rounded to `T`, as an apply would store it), `reduce` folds the results.
+/// `MapReduce { reduce: SumSq, map: Sub }` is the sum of squared differences,
+/// `MapReduce { reduce: Sum, map: Mul }` the dot product.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MapReduce<R, F> {
+    pub reduce: R,
+    pub map: F,
+}
+
+impl<T: Num, R: Reduce<T>, F: Op3<T, T, T>> Source<T, 2> for MapReduce<R, F> {
+    type Item = T;
+    type R = R;
+    const COLUMNS: bool = false;
+    #[inline(always)]
+    fn reduction(&self) -> R {
+        self.reduce
+    }
+    #[inline(always)]
+    fn item(&self, x: [T; 2]) -> T {
+        let mut out = T::ZERO;
+        self.map.apply(&mut out, x[0], x[1]);
+        out
+    }
+}
+
+/// The reduction of source `S` over `K` inputs of `T`.
+pub type ReductionOf<S, T, const K: usize> = <S as Source<T, K>>::R;
+/// The items `S` reduces.
+pub type ItemOf<S, T, const K: usize> = <S as Source<T, K>>::Item;
+/// `S`'s accumulator.
+pub type AccOf<S, T, const K: usize> = <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::Acc;
+/// `S`'s output element.
+pub type OutOf<S, T, const K: usize> = <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::Out;
 
 /// Sum (floats in their [`Num::Acc`] type, integers wrap).
 #[repr(C)]
@@ -128,17 +211,36 @@ pub struct SumSq;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Norm2;
+/// Position (`i64`, in the row-major order of the reduced axes) of the first minimum; a
+/// NaN beats every number (the first NaN's position), as in PyTorch. A reduction of
+/// nothing is an error.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Argmin;
+/// Position of the first maximum; NaN wins, as for [`Argmin`].
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Argmax;
+/// Whether every element is non-zero (`Bool`; NaN counts as non-zero; true for nothing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct All;
+/// Whether any element is non-zero (`Bool`; false for nothing).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Any;
 
 macro_rules! acc_reduce {
     ($op:ident, $bound:ident, |$a:ident, $b:ident| $combine:expr, empty $empty:expr) => {
         impl<T: $bound> Reduce<T> for $op {
             type Acc = T::Acc;
+            type Out = T;
             #[inline(always)]
-            fn first(&self, x: T) -> T::Acc {
+            fn first(&self, x: T, _i: u32) -> T::Acc {
                 x.to_acc()
             }
             #[inline(always)]
-            fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+            fn fold(&self, acc: T::Acc, x: T, _i: u32) -> T::Acc {
                 <Self as Reduce<T>>::combine(self, acc, x.to_acc())
             }
             #[inline(always)]
@@ -167,12 +269,13 @@ acc_reduce!(Amax, Num, |a, b| a.max(b), empty None);
 
 impl<T: Float<Acc: Float>> Reduce<T> for Mean {
     type Acc = T::Acc;
+    type Out = T;
     #[inline(always)]
-    fn first(&self, x: T) -> T::Acc {
+    fn first(&self, x: T, _i: u32) -> T::Acc {
         x.to_acc()
     }
     #[inline(always)]
-    fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+    fn fold(&self, acc: T::Acc, x: T, _i: u32) -> T::Acc {
         acc.add(x.to_acc())
     }
     #[inline(always)]
@@ -199,13 +302,14 @@ macro_rules! squares {
     ($op:ident, |$acc:ident| $finish:expr) => {
         impl<T: Float<Acc: Float>> Reduce<T> for $op {
             type Acc = T::Acc;
+            type Out = T;
             #[inline(always)]
-            fn first(&self, x: T) -> T::Acc {
+            fn first(&self, x: T, _i: u32) -> T::Acc {
                 let a = x.to_acc();
                 a.mul(a)
             }
             #[inline(always)]
-            fn fold(&self, acc: T::Acc, x: T) -> T::Acc {
+            fn fold(&self, acc: T::Acc, x: T, _i: u32) -> T::Acc {
                 let a = x.to_acc();
                 a.mul_add(a, acc)
             }
@@ -231,25 +335,146 @@ macro_rules! squares {
 squares!(SumSq, |acc| acc);
 squares!(Norm2, |acc| acc.sqrt());
 
+/// An arg reduction's accumulator: the best value so far (in the accumulation type) and
+/// its position.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct ArgAcc<A> {
+    pub value: A,
+    pub index: u32,
+}
+
+/// Whether `b` beats `a` in an arg reduction: a NaN beats every number, `better(b, a)`
+/// decides between numbers, equal values (or two NaNs) go to the lower position. A total
+/// order, so the result does not depend on how slots pair up.
+#[inline(always)]
+fn beats<A: Num>(b: ArgAcc<A>, a: ArgAcc<A>, better: impl Fn(A, A) -> bool) -> bool {
+    let (an, bn) = (a.value.is_nan(), b.value.is_nan());
+    if an || bn {
+        bn && (!an || b.index < a.index)
+    } else {
+        better(b.value, a.value) || (b.value == a.value && b.index < a.index)
+    }
+}
+
+macro_rules! arg_reduce {
+    ($op:ident, |$b:ident, $a:ident| $better:expr) => {
+        impl<T: Num> Reduce<T> for $op {
+            type Acc = ArgAcc<T::Acc>;
+            type Out = i64;
+            const COLUMNS: bool = false;
+            #[inline(always)]
+            fn first(&self, x: T, i: u32) -> Self::Acc {
+                ArgAcc {
+                    value: x.to_acc(),
+                    index: i,
+                }
+            }
+            #[inline(always)]
+            fn fold(&self, acc: Self::Acc, x: T, i: u32) -> Self::Acc {
+                <Self as Reduce<T>>::combine(self, acc, <Self as Reduce<T>>::first(self, x, i))
+            }
+            #[inline(always)]
+            fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
+                if beats(b, a, |$b, $a| $better) {
+                    b
+                } else {
+                    a
+                }
+            }
+            #[inline(always)]
+            fn finish(&self, acc: Self::Acc, _n: u32) -> i64 {
+                acc.index as i64
+            }
+            #[inline(always)]
+            fn empty(&self) -> Option<i64> {
+                None
+            }
+            #[inline(always)]
+            fn placeholder(&self) -> Self::Acc {
+                ArgAcc {
+                    value: <T::Acc as Num>::ZERO,
+                    index: 0,
+                }
+            }
+        }
+    };
+}
+arg_reduce!(Argmin, |b, a| b < a);
+arg_reduce!(Argmax, |b, a| b > a);
+
+/// Elements that read as true or false: non-zero is true (NaN too, as in PyTorch).
+pub trait Truth: Copy {
+    fn truth(self) -> bool;
+}
+impl<T: Num> Truth for T {
+    #[inline(always)]
+    fn truth(self) -> bool {
+        self.to_acc() != <T::Acc as Num>::ZERO
+    }
+}
+impl Truth for Bool {
+    #[inline(always)]
+    fn truth(self) -> bool {
+        self.0 != 0
+    }
+}
+
+macro_rules! truth_reduce {
+    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr) => {
+        impl<T: Truth> Reduce<T> for $op {
+            type Acc = bool;
+            type Out = Bool;
+            #[inline(always)]
+            fn first(&self, x: T, _i: u32) -> bool {
+                x.truth()
+            }
+            #[inline(always)]
+            fn fold(&self, acc: bool, x: T, _i: u32) -> bool {
+                <Self as Reduce<T>>::combine(self, acc, x.truth())
+            }
+            #[inline(always)]
+            fn combine(&self, $a: bool, $b: bool) -> bool {
+                $combine
+            }
+            #[inline(always)]
+            fn finish(&self, acc: bool, _n: u32) -> Bool {
+                Bool(acc as u8)
+            }
+            #[inline(always)]
+            fn empty(&self) -> Option<Bool> {
+                Some(Bool($empty as u8))
+            }
+            #[inline(always)]
+            fn placeholder(&self) -> bool {
+                $empty
+            }
+        }
+    };
+}
+truth_reduce!(All, true, |a, b| a & b);
+truth_reduce!(Any, false, |a, b| a | b);
+
 /// Sizes and strides of one reduction launch, passed by value to its kernels.
 ///
 /// Kept dimensions number the outputs (`kept[0]` fastest; for the column kernel it is the
 /// input's unit-stride kept axis); reduced dimensions number each output's elements
 /// (`red[0]` fastest). Strides are in elements, two's complement in `u32`; unused
-/// dimensions have size 1 and stride 0.
+/// dimensions have size 1 and stride 0. A source of `K` inputs uses `kept_strides[0]`
+/// (the output) and `kept_strides[1..=K]`, `red_strides[0..K]`.
 ///
 /// Invariants the host proves before a launch (kernels trust them):
 /// 1. `1 <= nkept <= KEPT_DIMS`, `1 <= nred <= RED_DIMS`; the product of the kept sizes is
 ///    `outputs >= 1`, of the reduced sizes `n`; `n`, `outputs * groups` and every offset
 ///    below fit in 31 bits.
 /// 2. `groups == groups_used(n, w)` and `group_len == group_len(n, w)` for the kernel's `w`.
-/// 3. For every output `o` and reduced index `r < n`, the input offset
-///    `kept_offsets(o).1 + red_offset(r)` and the output offset `kept_offsets(o).0`, read
-///    as signed, lie in their buffers; distinct outputs have distinct output offsets; the
-///    output shares no memory with the input or the scratch.
+/// 3. For every output `o`, reduced index `r < n` and input `k`, the input offset
+///    `kept_offsets(o).1[k] + red_offset(r)[k]` and the output offset `kept_offsets(o).0`,
+///    read as signed, lie in their buffers; distinct outputs have distinct output offsets;
+///    the output shares no memory with the inputs or the scratch.
 /// 4. With `groups > 1`, `scratch` holds `outputs * groups` accumulators.
-/// 5. With [`VEC_ROWS`] in `flags`: `nred == 1`, `red_strides[0] == 1`, and every output's
-///    input row start is 16-byte aligned.
+/// 5. With [`VEC_ROWS`] in `flags`: `nred == 1`, `red_strides[k][0] == 1` and every
+///    output's row start is 16-byte aligned, for every input `k`.
 /// 6. For the column kernel: `nred == 1` (then `red[1]` has size 1 and stride 0), or
 ///    `nred == 2` and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses
 ///    the innermost reduced dimension).
@@ -268,19 +493,20 @@ pub struct ReduceGeometry {
     pub nkept: u32,
     pub nred: u32,
     pub kept: [FastDiv; KEPT_DIMS],
-    /// `kept_strides[0]`: output, `kept_strides[1]`: input.
-    pub kept_strides: [[u32; KEPT_DIMS]; 2],
+    /// `kept_strides[0]`: output, `kept_strides[1 + k]`: input `k`.
+    pub kept_strides: [[u32; KEPT_DIMS]; 1 + MAX_INPUTS],
     pub red: [FastDiv; RED_DIMS],
-    pub red_strides: [u32; RED_DIMS],
+    /// `red_strides[k]`: input `k`.
+    pub red_strides: [[u32; RED_DIMS]; MAX_INPUTS],
 }
 
 impl ReduceGeometry {
     /// Output and input offsets of output `o`.
     #[inline(always)]
     #[allow(unused_assignments)] // the last dimension's quotient
-    pub fn kept_offsets(&self, mut o: u32) -> (isize, isize) {
+    pub fn kept_offsets<const K: usize>(&self, mut o: u32) -> (isize, [isize; K]) {
         const _: () = assert!(KEPT_DIMS == 6, "unrolled!(dims …) unrolls 6 dimensions");
-        let (mut oo, mut io) = (0u32, 0u32);
+        let (mut oo, mut io) = (0u32, [0u32; K]);
         let nkept = self.nkept as usize;
         unrolled!(dims nkept, |d| {
             let cur = if d + 1 == nkept {
@@ -291,42 +517,53 @@ impl ReduceGeometry {
                 r
             };
             oo = oo.wrapping_add(cur.wrapping_mul(self.kept_strides[0][d]));
-            io = io.wrapping_add(cur.wrapping_mul(self.kept_strides[1][d]));
+            let mut k = 0;
+            while k < K {
+                io[k] = io[k].wrapping_add(cur.wrapping_mul(self.kept_strides[1 + k][d]));
+                k += 1;
+            }
         });
-        (oo as i32 as isize, io as i32 as isize)
+        (oo as i32 as isize, io.map(|v| v as i32 as isize))
     }
 
-    /// Input offset of reduced index `r` from the output's input base.
+    /// Input offsets of reduced index `r` from the output's input bases.
     #[inline(always)]
     #[allow(unused_assignments)] // the last dimension's quotient
-    pub fn red_offset(&self, mut r: u32) -> isize {
+    pub fn red_offset<const K: usize>(&self, mut r: u32) -> [isize; K] {
         const _: () = assert!(RED_DIMS == 6, "unrolled!(dims …) unrolls 6 dimensions");
         let nred = self.nred as usize;
+        let mut off = [0u32; K];
         if nred == 1 {
-            return r.wrapping_mul(self.red_strides[0]) as i32 as isize;
+            off = core::array::from_fn(|k| r.wrapping_mul(self.red_strides[k][0]));
+        } else {
+            unrolled!(dims nred, |d| {
+                let cur = if d + 1 == nred {
+                    r
+                } else {
+                    let (q, rem) = self.red[d].divmod(r);
+                    r = q;
+                    rem
+                };
+                let mut k = 0;
+                while k < K {
+                    off[k] = off[k].wrapping_add(cur.wrapping_mul(self.red_strides[k][d]));
+                    k += 1;
+                }
+            });
         }
-        let mut off = 0u32;
-        unrolled!(dims nred, |d| {
-            let cur = if d + 1 == nred {
-                r
-            } else {
-                let (q, rem) = self.red[d].divmod(r);
-                r = q;
-                rem
-            };
-            off = off.wrapping_add(cur.wrapping_mul(self.red_strides[d]));
-        });
-        off as i32 as isize
+        off.map(|v| v as i32 as isize)
     }
 
     /// [`red_offset`](Self::red_offset) for at most two reduced dimensions (the column
     /// kernel's, invariant 6), without a branch: one division (with one dimension,
     /// `red[1]` has size 1 and stride 0 and the quotient is 0).
     #[inline(always)]
-    pub fn red_offset2(&self, r: u32) -> isize {
+    pub fn red_offset2<const K: usize>(&self, r: u32) -> [isize; K] {
         let (q, rem) = self.red[0].divmod(r);
-        rem.wrapping_mul(self.red_strides[0])
-            .wrapping_add(q.wrapping_mul(self.red_strides[1])) as i32 as isize
+        core::array::from_fn(|k| {
+            rem.wrapping_mul(self.red_strides[k][0])
+                .wrapping_add(q.wrapping_mul(self.red_strides[k][1])) as i32 as isize
+        })
     }
 
     /// Start and length of group `grp`.
@@ -369,34 +606,35 @@ pub fn tree<R: Reduce<T>, T>(op: &R, v: &mut [R::Acc]) -> Option<R::Acc> {
 /// the order's definition directly.
 ///
 /// # Safety
-/// The [`ReduceGeometry`] invariants hold for `inp` (the input's base element).
-pub unsafe fn group_value<R: Reduce<T>, T: Copy>(
-    op: &R,
+/// The [`ReduceGeometry`] invariants hold for `inp` (each input's base element).
+pub unsafe fn group_value<S: Source<T, K>, T: Copy, const K: usize>(
+    src: &S,
     g: &ReduceGeometry,
-    inp: *const T,
+    inp: [*const T; K],
     o: u32,
     grp: u32,
-) -> Option<R::Acc> {
+) -> Option<AccOf<S, T, K>> {
+    let op = src.reduction();
     let w = chunk(core::mem::size_of::<T>());
     let (lo, len) = g.group(grp);
-    let (_, io) = g.kept_offsets(o);
+    let (_, io) = g.kept_offsets::<K>(o);
     let used = Ord::min(len.div_ceil(w), SLOTS) as usize;
     let mut slots = [op.placeholder(); SLOTS as usize];
     for q in 0..len {
         let s = ((q / w) % SLOTS) as usize;
+        let off = g.red_offset::<K>(lo + q);
         // SAFETY: invariant 3, `lo + q < n`.
-        let x = unsafe { *inp.offset(io + g.red_offset(lo + q)) };
-        slots[s] = if q < SLOTS * w {
-            if q % w == 0 {
-                op.first(x)
-            } else {
-                op.fold(slots[s], x)
-            }
+        let x = src.item(core::array::from_fn(|k| unsafe {
+            *inp[k].offset(io[k] + off[k])
+        }));
+        let i = lo + q;
+        slots[s] = if q < SLOTS * w && q % w == 0 {
+            op.first(x, i)
         } else {
-            op.fold(slots[s], x)
+            op.fold(slots[s], x, i)
         };
     }
-    tree(op, &mut slots[..used])
+    tree(&op, &mut slots[..used])
 }
 
 /// Trees over the groups' values `accs` (`g.groups` of them), finishes and writes output
@@ -404,14 +642,14 @@ pub unsafe fn group_value<R: Reduce<T>, T: Copy>(
 ///
 /// # Safety
 /// The [`ReduceGeometry`] invariants hold for `out` (the output's base element).
-pub unsafe fn write_output<R: Reduce<T>, T: Copy>(
+pub unsafe fn write_output<R: Reduce<I>, I>(
     op: &R,
     g: &ReduceGeometry,
-    out: *mut T,
+    out: *mut R::Out,
     o: u32,
     accs: &mut [R::Acc],
 ) {
-    let (oo, _) = g.kept_offsets(o);
+    let (oo, _) = g.kept_offsets::<0>(o);
     let v = if g.n == 0 {
         op.empty()
     } else {
@@ -436,12 +674,13 @@ pub struct ReduceNames {
     pub fin: &'static str,
 }
 
-/// A reduction instantiated over `T` (by `kernels!`'s `reduce` lines).
+/// A reduction source instantiated over `K` inputs of `T` (by `kernels!`'s `reduce`
+/// lines).
 #[diagnostic::on_unimplemented(
-    message = "no reduction kernels are instantiated for `{Self}` over `{T}`",
-    note = "instantiate them with `gpu_kernels::kernels! {{ reduce [name {T}]: Op => ({T}); }}`"
+    message = "no reduction kernels are instantiated for `{Self}` over {K} input(s) of `{T}`",
+    note = "instantiate them with `gpu_kernels::kernels! {{ reduce [name {T}]: Op => ({T}); }}` (one input) or `=> ({T}, {T});` (two, with `MapReduce`)"
 )]
-pub trait ReduceKernels<T>: Reduce<T> {
+pub trait ReduceKernels<T, const K: usize>: Source<T, K> {
     const NAMES: ReduceNames;
 }
 
@@ -453,16 +692,23 @@ mod gpu {
     use super::*;
     use crate::device::{load_v4, shared_base, sync_threads, tile_thread};
 
-    /// Folds the `W` elements of `v` into `acc` in order.
+    /// Folds position `i + j` of the `K` vectors `v` into `acc`, `j` in `from..W`.
     #[inline(always)]
-    fn fold_all<R: Reduce<T>, T: Copy, const W: usize>(
-        op: &R,
-        mut acc: R::Acc,
-        v: &[T; W],
-    ) -> R::Acc {
-        let mut j = 0;
+    fn fold_lanes<S: Source<T, K>, T: Copy, const K: usize, const W: usize>(
+        src: &S,
+        op: &S::R,
+        mut acc: AccOf<S, T, K>,
+        v: &[[T; W]; K],
+        i: u32,
+        from: usize,
+    ) -> AccOf<S, T, K> {
+        let mut j = from;
         while j < W {
-            acc = op.fold(acc, v[j]);
+            acc = op.fold(
+                acc,
+                src.item(core::array::from_fn(|k| v[k][j])),
+                i + j as u32,
+            );
             j += 1;
         }
         acc
@@ -504,19 +750,20 @@ mod gpu {
     /// # Safety
     /// The [`ReduceGeometry`] invariants; the launch shape above.
     #[inline(always)]
-    pub unsafe fn rows<R: Reduce<T>, T: Copy, const W: usize>(
-        op: R,
+    pub unsafe fn rows<S: Source<T, K>, T: Copy, const K: usize, const W: usize>(
+        src: S,
         g: &ReduceGeometry,
-        out: *mut T,
-        inp: *const T,
-        scratch: *mut R::Acc,
+        out: *mut OutOf<S, T, K>,
+        inp: [*const T; K],
+        scratch: *mut AccOf<S, T, K>,
     ) {
+        let op = src.reduction();
         let (tid, _, bid) = tile_thread();
         let (o, grp) = (bid / g.groups, bid % g.groups);
         let (lo, len) = g.group(grp);
-        let (oo, io) = g.kept_offsets(o);
+        let (oo, io) = g.kept_offsets::<K>(o);
         // SAFETY (all reads): invariant 3 for every index below `len` of this group.
-        let src = unsafe { inp.offset(io) };
+        let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
         let w = W as u32;
         let step = SLOTS * w;
         let mut c = tid * w;
@@ -524,55 +771,58 @@ mod gpu {
         if c < len {
             if g.flags & VEC_ROWS != 0 {
                 // Invariant 5: `lo` and `c` are multiples of `w`, so vectors are aligned.
-                let at = |c: u32| unsafe { src.add((lo + c) as usize) };
+                let at = |k: usize, c: u32| unsafe { base[k].add((lo + c) as usize) };
+                let vec = |c: u32| -> [[T; W]; K] {
+                    core::array::from_fn(|k| unsafe { load_v4(at(k, c)) })
+                };
+                let one = |c: u32| src.item(core::array::from_fn(|k| unsafe { *at(k, c) }));
                 if c + w <= len {
-                    let v: [T; W] = unsafe { load_v4(at(c)) };
-                    acc = op.first(v[0]);
-                    let mut j = 1;
-                    while j < W {
-                        acc = op.fold(acc, v[j]);
-                        j += 1;
-                    }
+                    let v = vec(c);
+                    acc = op.first(src.item(core::array::from_fn(|k| v[k][0])), lo + c);
+                    acc = fold_lanes(&src, &op, acc, &v, lo + c, 1);
                     c += step;
                     while c + 3 * step + w <= len {
-                        let v0: [T; W] = unsafe { load_v4(at(c)) };
-                        let v1: [T; W] = unsafe { load_v4(at(c + step)) };
-                        let v2: [T; W] = unsafe { load_v4(at(c + 2 * step)) };
-                        let v3: [T; W] = unsafe { load_v4(at(c + 3 * step)) };
-                        acc = fold_all(&op, acc, &v0);
-                        acc = fold_all(&op, acc, &v1);
-                        acc = fold_all(&op, acc, &v2);
-                        acc = fold_all(&op, acc, &v3);
+                        let v0 = vec(c);
+                        let v1 = vec(c + step);
+                        let v2 = vec(c + 2 * step);
+                        let v3 = vec(c + 3 * step);
+                        acc = fold_lanes(&src, &op, acc, &v0, lo + c, 0);
+                        acc = fold_lanes(&src, &op, acc, &v1, lo + c + step, 0);
+                        acc = fold_lanes(&src, &op, acc, &v2, lo + c + 2 * step, 0);
+                        acc = fold_lanes(&src, &op, acc, &v3, lo + c + 3 * step, 0);
                         c += 4 * step;
                     }
                     while c + w <= len {
-                        let v: [T; W] = unsafe { load_v4(at(c)) };
-                        acc = fold_all(&op, acc, &v);
+                        let v = vec(c);
+                        acc = fold_lanes(&src, &op, acc, &v, lo + c, 0);
                         c += step;
                     }
                     if c < len {
                         let mut j = 0;
                         while c + j < len {
-                            acc = op.fold(acc, unsafe { *at(c + j) });
+                            acc = op.fold(acc, one(c + j), lo + c + j);
                             j += 1;
                         }
                     }
                 } else {
                     // The group's last, partial chunk is this slot's only one.
-                    acc = op.first(unsafe { *at(c) });
+                    acc = op.first(one(c), lo + c);
                     let mut j = 1;
                     while c + j < len {
-                        acc = op.fold(acc, unsafe { *at(c + j) });
+                        acc = op.fold(acc, one(c + j), lo + c + j);
                         j += 1;
                     }
                 }
             } else {
-                let at = |q: u32| unsafe { *src.offset(g.red_offset(lo + q)) };
-                acc = op.first(at(c));
+                let at = |q: u32| {
+                    let off = g.red_offset::<K>(lo + q);
+                    src.item(core::array::from_fn(|k| unsafe { *base[k].offset(off[k]) }))
+                };
+                acc = op.first(at(c), lo + c);
                 let mut j = 1;
                 while j < w {
                     if c + j < len {
-                        acc = op.fold(acc, at(c + j));
+                        acc = op.fold(acc, at(c + j), lo + c + j);
                     }
                     j += 1;
                 }
@@ -581,7 +831,7 @@ mod gpu {
                     let mut j = 0;
                     while j < w {
                         if c + j < len {
-                            acc = op.fold(acc, at(c + j));
+                            acc = op.fold(acc, at(c + j), lo + c + j);
                         }
                         j += 1;
                     }
@@ -589,7 +839,7 @@ mod gpu {
                 }
             }
         }
-        let sm = shared_base() as *mut R::Acc;
+        let sm = shared_base() as *mut AccOf<S, T, K>;
         let used = {
             let u = len.div_ceil(w);
             if u < SLOTS {
@@ -613,10 +863,10 @@ mod gpu {
     /// the scratch slot of `(o, grp)`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn finish_group<R: Reduce<T>, T: Copy>(
+    unsafe fn finish_group<R: Reduce<I>, I>(
         op: &R,
         g: &ReduceGeometry,
-        out: *mut T,
+        out: *mut R::Out,
         scratch: *mut R::Acc,
         o: u32,
         grp: u32,
@@ -643,7 +893,7 @@ mod gpu {
     /// One level of the column kernel's in-register tree: slots `y + COL_Y * m` and
     /// `y + COL_Y * (m + H)` for `m < H` (constant indices, so `acc` stays in registers).
     #[inline(always)]
-    fn level<R: Reduce<T>, T, const M: usize, const H: usize>(
+    fn level<R: Reduce<I>, I, const M: usize, const H: usize>(
         op: &R,
         acc: &mut [R::Acc; M],
         y: u32,
@@ -667,14 +917,20 @@ mod gpu {
     /// The [`ReduceGeometry`] invariants (`kept[0]` the input's unit-stride axis is a
     /// performance matter only); the launch shape above.
     #[inline(always)]
-    pub unsafe fn cols<R: Reduce<T>, T: Copy, const W: usize>(
-        op: R,
+    pub unsafe fn cols<S: Source<T, K>, T: Copy, const K: usize, const W: usize>(
+        src: S,
         g: &ReduceGeometry,
-        out: *mut T,
-        inp: *const T,
-        scratch: *mut R::Acc,
+        out: *mut OutOf<S, T, K>,
+        inp: [*const T; K],
+        scratch: *mut AccOf<S, T, K>,
     ) {
         const M: usize = (SLOTS / COL_Y) as usize;
+        if !S::COLUMNS {
+            // The host never launches it (`Source::COLUMNS`); nothing is instantiated.
+            // SAFETY: stops the kernel.
+            unsafe { core::arch::nvptx::trap() };
+        }
+        let op = src.reduction();
         let (x, y, bid) = tile_thread();
         let k0 = g.kept[0].d;
         let outer = g.outputs / k0;
@@ -685,44 +941,51 @@ mod gpu {
         // Threads past the last column read the last column's elements (in bounds) and
         // write nothing.
         let o = if active { c } else { k0 - 1 } + k0 * ob;
-        let (oo, io) = g.kept_offsets(o);
+        let (oo, io) = g.kept_offsets::<K>(o);
         let (lo, len) = g.group(grp);
         // SAFETY (all reads): invariant 3 for every index below `len` of this group.
-        let src = unsafe { inp.offset(io) };
+        let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
         let w = W as u32;
         let mut acc = [op.placeholder(); M];
-        // Each pass reads chunk `base / step` of every slot of this thread. A chunk's `W`
-        // elements are consecutive along the innermost reduced dimension (invariant 6): one
-        // offset per chunk, computed without a branch. Whole passes are straight-line code
-        // without guards, loading `B` chunks (at most 64 values) before folding any, so the
-        // loads are in flight together; the last, partial pass is guarded.
-        // Chunks per batch (`b * W <= 64` values): a constant once `W` is.
-        let b: usize = if 64 / W < M { 64 / W } else { M };
-        let s0 = g.red_strides[0];
+        let s0: [u32; K] = core::array::from_fn(|k| g.red_strides[k][0]);
+        // The inputs' chunks at reduced index `r` (one offset per chunk, without a branch),
+        // and element `j` of such chunks: a chunk's elements are consecutive along the
+        // innermost reduced dimension (invariant 6).
+        // SAFETY (callers): invariant 3 for `r + j < len`.
+        let chunk_at = |r: u32| -> [*const T; K] {
+            let off = g.red_offset2::<K>(lo + r);
+            core::array::from_fn(|k| unsafe { base[k].offset(off[k]) })
+        };
+        let read = |p: &[*const T; K], j: usize| -> [T; K] {
+            core::array::from_fn(|k| unsafe {
+                *p[k].offset((j as u32).wrapping_mul(s0[k]) as i32 as isize)
+            })
+        };
+        // Each pass reads chunk `base / step` of every slot of this thread. Whole passes
+        // are straight-line code without guards, loading `B` chunks (at most 64 values)
+        // before folding any, so the loads are in flight together; the last, partial pass
+        // is guarded. Chunks per batch (`b * W * K <= 64` values): a constant once `W` is.
+        let b: usize = if 64 / (W * K) < M { 64 / (W * K) } else { M };
         let step = SLOTS * w;
-        let mut base = 0;
-        while base + step <= len {
-            let mut v = [[core::mem::MaybeUninit::<T>::uninit(); W]; M];
+        let mut pass = 0;
+        while pass + step <= len {
+            let mut v = [[core::mem::MaybeUninit::<[T; K]>::uninit(); W]; M];
             unrolled!(@each M / b, mb, {
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
-                    let c0 = base + (y + COL_Y * m as u32) * w;
-                    // SAFETY: invariant 3 (`c0 + W <= base + step <= len`); the chunk's
-                    // elements follow at stride `s0`.
-                    let p = unsafe { src.offset(g.red_offset2(lo + c0)) };
-                    unrolled!(W, |j| {
-                        // SAFETY: as above.
-                        v[m][j] = core::mem::MaybeUninit::new(unsafe {
-                            *p.offset((j as u32).wrapping_mul(s0) as i32 as isize)
-                        });
-                    });
+                    let c0 = pass + (y + COL_Y * m as u32) * w;
+                    // SAFETY: `c0 + W <= pass + step <= len`.
+                    let p = chunk_at(c0);
+                    unrolled!(W, |j| { v[m][j] = core::mem::MaybeUninit::new(read(&p, j)) });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
+                    let c0 = pass + (y + COL_Y * m as u32) * w;
                     unrolled!(W, |j| {
                         // SAFETY: the load phase above wrote every `v[m][j]`.
-                        let x = unsafe { v[m][j].assume_init() };
-                        acc[m] = if base == 0 && j == 0 { op.first(x) } else { op.fold(acc[m], x) };
+                        let x = src.item(unsafe { v[m][j].assume_init() });
+                        let i = lo + c0 + j as u32;
+                        acc[m] = if pass == 0 && j == 0 { op.first(x, i) } else { op.fold(acc[m], x, i) };
                     });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 // A barrier to LLVM's scheduling (an asm block that may touch memory): the
@@ -731,34 +994,33 @@ mod gpu {
                 // SAFETY: an empty instruction sequence.
                 unsafe { core::arch::asm!("", options(nostack, preserves_flags)) };
             }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-            base += step;
+            pass += step;
         }
-        if base < len {
+        if pass < len {
             unrolled!(M, |m| {
-                let c0 = base + (y + COL_Y * m as u32) * w;
+                let c0 = pass + (y + COL_Y * m as u32) * w;
                 if c0 < len {
-                    // SAFETY: invariant 3; the chunk's elements follow at stride `s0`.
-                    let p = unsafe { src.offset(g.red_offset2(lo + c0)) };
+                    let p = chunk_at(c0);
                     unrolled!(W, |j| {
                         if c0 + (j as u32) < len {
-                            // SAFETY: as above.
-                            let v =
-                                unsafe { *p.offset((j as u32).wrapping_mul(s0) as i32 as isize) };
-                            acc[m] = if base == 0 && j == 0 {
-                                op.first(v)
+                            // SAFETY: `c0 + j < len`.
+                            let x = src.item(read(&p, j));
+                            let i = lo + c0 + j as u32;
+                            acc[m] = if pass == 0 && j == 0 {
+                                op.first(x, i)
                             } else {
-                                op.fold(acc[m], v)
+                                op.fold(acc[m], x, i)
                             };
                         }
                     });
                 }
             });
         }
-        level::<R, T, M, 8>(&op, &mut acc, y, w, len);
-        level::<R, T, M, 4>(&op, &mut acc, y, w, len);
-        level::<R, T, M, 2>(&op, &mut acc, y, w, len);
-        level::<R, T, M, 1>(&op, &mut acc, y, w, len);
-        let sm = shared_base() as *mut R::Acc;
+        level::<_, _, M, 8>(&op, &mut acc, y, w, len);
+        level::<_, _, M, 4>(&op, &mut acc, y, w, len);
+        level::<_, _, M, 2>(&op, &mut acc, y, w, len);
+        level::<_, _, M, 1>(&op, &mut acc, y, w, len);
+        let sm = shared_base() as *mut AccOf<S, T, K>;
         // SAFETY: `y < COL_Y`, `x < COL_X`: inside the shared array.
         unsafe { *sm.add((y * COL_X + x) as usize) = acc[0] };
         sync_threads();
@@ -792,14 +1054,15 @@ mod gpu {
     /// # Safety
     /// The [`ReduceGeometry`] invariants with `groups > 1`; the launch shape above.
     #[inline(always)]
-    pub unsafe fn finals<R: Reduce<T>, T: Copy>(
-        op: R,
+    pub unsafe fn finals<S: Source<T, K>, T, const K: usize>(
+        src: S,
         g: &ReduceGeometry,
-        out: *mut T,
-        scratch: *const R::Acc,
+        out: *mut OutOf<S, T, K>,
+        scratch: *const AccOf<S, T, K>,
     ) {
+        let op = src.reduction();
         let (tid, _, o) = tile_thread();
-        let sm = shared_base() as *mut R::Acc;
+        let sm = shared_base() as *mut AccOf<S, T, K>;
         let mut l = tid;
         while l < g.groups {
             // SAFETY: invariant 4; `l < groups`, the shared array's length.
@@ -810,7 +1073,7 @@ mod gpu {
         // SAFETY: every thread calls it.
         unsafe { block_tree(&op, sm, g.groups, MAX_GROUPS / 2, FINAL_BLOCK, tid) };
         if tid == 0 {
-            let (oo, _) = g.kept_offsets(o);
+            let (oo, _) = g.kept_offsets::<0>(o);
             // SAFETY: invariant 3; `*sm` is the tree's result.
             unsafe { *out.offset(oo) = op.finish(*sm, g.n) };
         }
@@ -858,10 +1121,11 @@ mod tests {
         struct Cat;
         impl Reduce<u64> for Cat {
             type Acc = u64;
-            fn first(&self, x: u64) -> u64 {
+            type Out = u64;
+            fn first(&self, x: u64, _: u32) -> u64 {
                 x
             }
-            fn fold(&self, a: u64, x: u64) -> u64 {
+            fn fold(&self, a: u64, x: u64, _: u32) -> u64 {
                 a * 10 + x
             }
             fn combine(&self, a: u64, b: u64) -> u64 {
