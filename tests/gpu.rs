@@ -6,6 +6,7 @@ mod common;
 
 use common::random::{random_case, Limits};
 use common::{cases, random_vec, Rng, TestElem};
+use strided_apply::gpu_kernels::reduce::{OutOf, Reduce};
 use strided_apply::ops::Accuracy;
 use strided_apply::verify::{self, Distance};
 use strided_apply::{
@@ -1969,6 +1970,10 @@ fn narrow_exhaustive(gpu: &Gpu) -> TestResult {
 /// integers as [`TestElem::random`] (small and huge: sums and products wrap).
 trait ReduceValue: TestElem {
     fn reduce_value(rng: &mut Rng, near_one: bool) -> Self;
+    /// A NaN, for float types.
+    fn nan() -> Option<Self> {
+        None
+    }
 }
 fn reduce_float(rng: &mut Rng, near_one: bool) -> f64 {
     if near_one {
@@ -1981,11 +1986,13 @@ fn reduce_float(rng: &mut Rng, near_one: bool) -> f64 {
 macro_rules! reduce_value {
     (wide $($t:ty),*) => {$( impl ReduceValue for $t {
         fn reduce_value(rng: &mut Rng, near_one: bool) -> Self { reduce_float(rng, near_one) as $t }
+        fn nan() -> Option<Self> { Some(<$t>::NAN) }
     } )*};
     (narrow $($t:ident),*) => {$( impl ReduceValue for strided_apply::$t {
         fn reduce_value(rng: &mut Rng, near_one: bool) -> Self {
             strided_apply::$t::from_f64(reduce_float(rng, near_one))
         }
+        fn nan() -> Option<Self> { Some(strided_apply::$t::NAN) }
     } )*};
     (int $($t:ty),*) => {$( impl ReduceValue for $t {
         fn reduce_value(rng: &mut Rng, _: bool) -> Self { <$t as TestElem>::random(rng) }
@@ -1994,6 +2001,11 @@ macro_rules! reduce_value {
 reduce_value!(wide f32, f64);
 reduce_value!(narrow f16, bf16);
 reduce_value!(int i32, i64, u32, u8);
+impl ReduceValue for strided_apply::Bool {
+    fn reduce_value(_: &mut Rng, _: bool) -> Self {
+        strided_apply::Bool::TRUE
+    }
+}
 
 /// One reduction case: the input view (buffer length, layout), the axes, the output view
 /// and the kernel the planner must choose (`None`: not checked).
@@ -2169,47 +2181,66 @@ fn reduce_cases() -> Vec<ReduceCase> {
     ]
 }
 
-/// Every [`reduce_cases`] case for one (op, type): GPU against the CPU twin, exact.
-fn reduce_on_gpu<R, T>(gpu: &Gpu, op: R, name: &str, rng: &mut Rng) -> Result<usize, String>
+/// Every [`reduce_cases`] case for one (source, type): GPU against the CPU twin, exact.
+/// With two inputs, both have the case's layout (separate buffers). Sources without a
+/// column kernel must plan rows where the case expects columns. The values: near one for
+/// products; for arg reductions a NaN in about one element of 4096 (floats); for all/any a
+/// zero in about one of 1000.
+fn reduce_on_gpu<S, T, const K: usize>(
+    gpu: &Gpu,
+    op: S,
+    name: &str,
+    rng: &mut Rng,
+) -> Result<usize, String>
 where
-    R: strided_apply::gpu_kernels::reduce::ReduceKernels<T>,
+    S: strided_apply::gpu_kernels::reduce::ReduceKernels<T, K>,
     T: ReduceValue,
+    OutOf<S, T, K>: TestElem,
 {
-    use strided_apply::reduce::{plan_reduce, verify};
-    let has_empty = op.empty().is_some();
+    use strided_apply::reduce::ReduceVariant::{Cols, Rows};
+    use strided_apply::reduce::{plan_reduce, verify_n};
+    let has_empty = op.reduction().empty().is_some();
     let near_one = name.starts_with("prod");
+    let arg = name.starts_with("arg");
+    let truth = name == "all" || name == "any";
     let mut count = 0;
     for case in reduce_cases() {
         let what = format!("{name} {} / {}", T::NAME, case.name);
         let n: usize = case.axes.iter().map(|&a| case.input.shape()[a]).product();
         if let Some(v) = case.variant {
+            let inputs = [&case.input; K];
             let plan = plan_reduce(
                 &case.out,
-                &case.input,
+                &inputs,
                 &case.axes,
                 size_of::<T>(),
                 has_empty,
+                S::COLUMNS,
             )
             .map_err(|e| format!("{what}: plan: {e}"))?
             .ok_or_else(|| format!("{what}: no plan"))?;
-            if plan.variant != v {
+            let want = if v == Cols && !S::COLUMNS { Rows } else { v };
+            if plan.variant != want {
                 return Err(format!(
-                    "{what}: planned {:?}, the case is for {v:?}",
+                    "{what}: planned {:?}, the case is for {want:?}",
                     plan.variant
                 ));
             }
         }
-        let input: Vec<T> = (0..case.in_len)
-            .map(|_| T::reduce_value(rng, near_one))
+        let mut value = || {
+            let x = T::reduce_value(rng, near_one);
+            match (T::nan(), rng.next() % 4096) {
+                (Some(nan), 0) if arg => nan,
+                _ if truth && rng.next().is_multiple_of(1000) => T::small(0),
+                _ => x,
+            }
+        };
+        let inputs: Vec<Vec<T>> = (0..K)
+            .map(|_| (0..case.in_len).map(|_| value()).collect())
             .collect();
-        let init = vec![T::poison(); case.out_len];
-        let r = verify(
-            gpu,
-            op,
-            (&init, &case.out),
-            (&input, &case.input),
-            &case.axes,
-        );
+        let init = vec![<OutOf<S, T, K>>::poison(); case.out_len];
+        let host = std::array::from_fn(|k| (&inputs[k][..], &case.input));
+        let r = verify_n(gpu, op, (&init, &case.out), host, &case.axes);
         match r {
             Ok(None) => count += 1,
             Ok(Some(m)) => return Err(format!("{what}: {m}")),
@@ -2221,15 +2252,19 @@ where
 }
 
 fn reductions(gpu: &Gpu) -> TestResult {
-    use strided_apply::gpu_kernels::reduce::{Amax, Amin, Mean, Norm2, Prod, Sum, SumSq};
-    use strided_apply::{bf16, f16};
+    use strided_apply::gpu_kernels::ops::{Mul, Sub};
+    use strided_apply::gpu_kernels::reduce::{
+        All, Amax, Amin, Any, Argmax, Argmin, MapReduce, Mean, Norm2, Prod, Sum, SumSq,
+    };
+    use strided_apply::{bf16, f16, Bool};
     let e = |e: Error| e.to_string();
     let mut rng = Rng(0x7ed0c3);
     let mut count = 0usize;
     let mut families = 0usize;
     macro_rules! ops {
-        ($name:literal, $op:expr, [$($t:ty),*]) => {$(
-            count += reduce_on_gpu::<_, $t>(gpu, $op, $name, &mut rng)?;
+        ($name:literal, $op:expr, [$($t:ty),*]) => { ops!(1, $name, $op, [$($t),*]) };
+        ($k:literal, $name:literal, $op:expr, [$($t:ty),*]) => {$(
+            count += reduce_on_gpu::<_, $t, $k>(gpu, $op, $name, &mut rng)?;
             families += 1;
         )*};
     }
@@ -2240,6 +2275,20 @@ fn reductions(gpu: &Gpu) -> TestResult {
     ops!("mean", Mean, [f32, f64, f16, bf16]);
     ops!("sumsq", SumSq, [f32, f64, f16, bf16]);
     ops!("norm2", Norm2, [f32, f64, f16, bf16]);
+    ops!("argmin", Argmin, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("argmax", Argmax, [f32, f64, i32, i64, u32, u8, f16, bf16]);
+    ops!("all", All, [f32, f64, i32, i64, u32, u8, Bool, f16, bf16]);
+    ops!("any", Any, [f32, f64, i32, i64, u32, u8, Bool, f16, bf16]);
+    let sqdiff = MapReduce {
+        reduce: SumSq,
+        map: Sub,
+    };
+    let dot = MapReduce {
+        reduce: Sum,
+        map: Mul,
+    };
+    ops!(2, "sqdiff", sqdiff, [f32, f64, f16, bf16]);
+    ops!(2, "dot", dot, [f32, f64, f16, bf16]);
     // On the device itself: min of nothing and an output sharing memory with its input are
     // refused before any launch, the buffer untouched; disjoint views of one buffer work.
     let buf = DeviceTensor::from_slice(gpu, &[1.0f32; 13], &[13]).map_err(e)?;

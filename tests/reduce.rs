@@ -409,7 +409,7 @@ impl<T: El> Data<T> {
 /// reference, bit for bit; a reduction of nothing without a value must be
 /// `Error::EmptyReduction` and leave the buffer untouched.
 #[allow(clippy::too_many_arguments)]
-fn check<T: El, R: Reduce<T>>(
+fn check<T: El, R: Reduce<T, Out = T>>(
     op: R,
     which: Op,
     what: &str,
@@ -624,7 +624,12 @@ fn input_cases() -> Vec<InputCase> {
     ]
 }
 
-fn layouts_for_op<T: El, R: Reduce<T>>(op: R, which: Op, rng: &mut Rng, count: &mut usize) {
+fn layouts_for_op<T: El, R: Reduce<T, Out = T>>(
+    op: R,
+    which: Op,
+    rng: &mut Rng,
+    count: &mut usize,
+) {
     for ((name, len, lin), axes_sets) in input_cases() {
         let data = Data::<T>::new(rng, len);
         for axes in &axes_sets {
@@ -684,7 +689,12 @@ fn lengths<T>() -> Vec<usize> {
     ]
 }
 
-fn lengths_for_op<T: El, R: Reduce<T>>(op: R, which: Op, rng: &mut Rng, count: &mut usize) {
+fn lengths_for_op<T: El, R: Reduce<T, Out = T>>(
+    op: R,
+    which: Op,
+    rng: &mut Rng,
+    count: &mut usize,
+) {
     let mut ns = lengths::<T>();
     if matches!(T::NAME, "f32" | "u8") {
         ns.push((1 << 19) + 7); // 8 groups
@@ -782,7 +792,7 @@ fn storages(shape: &[usize]) -> Vec<(&'static str, Layout, usize)> {
     v
 }
 
-fn independence_for_op<T: El, R: Reduce<T>>(
+fn independence_for_op<T: El, R: Reduce<T, Out = T>>(
     op: R,
     which: Op,
     shape: &[usize],
@@ -840,7 +850,7 @@ fn result_does_not_depend_on_the_memory_layout() {
 // ------------------------------------------------------------------ exactness
 
 /// Reduces a 1-D contiguous vector to one value.
-fn reduce_all<T: El, R: Reduce<T>>(op: R, x: &[T]) -> Result<T, Error> {
+fn reduce_all<T: El, R: Reduce<T, Out = T>>(op: R, x: &[T]) -> Result<T, Error> {
     let mut out = [T::poison()];
     reduce_cpu(
         op,
@@ -885,8 +895,8 @@ fn integer_sums_and_products_wrap_exactly_and_min_max_are_exact() {
 
 fn float_min_max<T: El>(rng: &mut Rng)
 where
-    Amin: Reduce<T>,
-    Amax: Reduce<T>,
+    Amin: Reduce<T, Out = T>,
+    Amax: Reduce<T, Out = T>,
 {
     for n in [1usize, 3, 1000, (1 << 17) + 5, (1 << 18) + 3] {
         let x: Vec<T> = (0..n).map(|_| T::value(rng, false)).collect();
@@ -938,7 +948,7 @@ fn float_min_max_are_exact() {
     float_min_max::<bf16>(&mut rng);
 }
 
-fn nan_case<T: El, R: Reduce<T>>(op: R, which: Op, rng: &mut Rng, count: &mut usize) {
+fn nan_case<T: El, R: Reduce<T, Out = T>>(op: R, which: Op, rng: &mut Rng, count: &mut usize) {
     let n = (1usize << 17) + 5;
     let w = chunk(size_of::<T>()) as usize;
     let glen = group_len(n as u32, w as u32) as usize;
@@ -1001,7 +1011,7 @@ fn nan_anywhere_gives_nan() {
     println!("{count} NaN cases");
 }
 
-fn empty_case<T: El, R: Reduce<T>>(op: R, which: Op) {
+fn empty_case<T: El, R: Reduce<T, Out = T>>(op: R, which: Op) {
     // [4, 0] over axis 1: four reductions of nothing; [0] over axis 0: one (0-d output).
     for (shape, axes, out_shape) in [
         (vec![4usize, 0], vec![1usize], vec![4usize]),
@@ -1057,7 +1067,7 @@ fn reductions_of_nothing() {
     for_ops!(int u8, empty_case());
 }
 
-fn no_output_case<T: El, R: Reduce<T>>(op: R, which: Op) {
+fn no_output_case<T: El, R: Reduce<T, Out = T>>(op: R, which: Op) {
     // No outputs: nothing is read or written, even for min and max of nothing.
     for (shape, axes, out_shape) in [
         (vec![0usize, 5], vec![1usize], vec![0usize]),

@@ -25,15 +25,15 @@
 
 use crate::api::Region;
 use crate::cpu::{region, SendPtr};
-use crate::error::{Error, Result};
+use crate::error::{Error, Operand, Result};
 use crate::gpu::{Gpu, LaunchShape};
 use crate::layout::Layout;
 use crate::tensor::{oom_or, DeviceTensor};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::reduce::{
-    self as body, Reduce, ReduceGeometry, ReduceKernels, ReduceNames, COL_X, COL_Y, FINAL_BLOCK,
-    KEPT_DIMS, RED_DIMS, SLOTS, VEC_ROWS,
+    self as body, AccOf, OutOf, Reduce, ReduceGeometry, ReduceKernels, ReduceNames, Source, COL_X,
+    COL_Y, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS, SLOTS, VEC_ROWS,
 };
 use gpu_kernels::{Elem, FastDiv};
 use rayon::prelude::*;
@@ -56,8 +56,23 @@ pub struct ReducePlan {
     /// The kernels' geometry (`flags` still empty: alignment is the launcher's to check).
     pub geometry: ReduceGeometry,
     pub variant: ReduceVariant,
-    /// Base element of the output and the input (the layouts' offsets).
-    pub base: [usize; 2],
+    /// Base element of the output and of each input (the layouts' offsets; unused
+    /// inputs 0).
+    pub base: [usize; 1 + MAX_INPUTS],
+    /// How many inputs the source reads.
+    pub inputs: usize,
+}
+
+/// One host input of the CPU twin: its elements and its layout over them.
+pub type HostInput<'a, T> = (&'a [T], &'a Layout);
+
+/// The operand names of a reduction's `k` inputs: `input` alone, else `a`, `b`, `c`.
+pub fn input_names(k: usize) -> &'static [Operand] {
+    if k == 1 {
+        &["input"]
+    } else {
+        &["a", "b", "c"][..k.min(MAX_INPUTS)]
+    }
 }
 
 fn bad_axes(reason: String) -> Error {
@@ -99,18 +114,49 @@ fn collapse<const K: usize>(dims: impl Iterator<Item = (u64, [i64; K])>) -> Vec<
     out
 }
 
-/// Plans `out = reduce(input over axes)` for elements of `elem_size` bytes: checks the
-/// axes, the output's shape and the index range, collapses the kept and the reduced axes,
-/// chooses the kernel. `None` when the output has no elements. `has_empty`: whether the
-/// op has a value for a reduction of nothing.
+/// Plans `out = reduce(inputs over axes)` for elements of `elem_size` bytes: checks the
+/// axes, the output's shape and the index range, broadcasts the inputs to one shape (with
+/// more than one), collapses the kept and the reduced axes, chooses the kernel (`columns`:
+/// whether the source has a column kernel). `None` when the output has no elements.
+/// `has_empty`: whether the op has a value for a reduction of nothing.
 pub fn plan_reduce(
     out: &Layout,
-    input: &Layout,
+    inputs: &[&Layout],
     axes: &[usize],
     elem_size: usize,
     has_empty: bool,
+    columns: bool,
 ) -> Result<Option<ReducePlan>> {
-    let rank = input.ndim();
+    let k = inputs.len();
+    if k == 0 || k > MAX_INPUTS {
+        return Err(Error::InvalidView {
+            operand: "inputs",
+            reason: format!("{k} inputs given; a reduction reads 1 to {MAX_INPUTS}"),
+        });
+    }
+    let names = input_names(k);
+    // One shape for every input: numpy's broadcast.
+    let mut shape = inputs[0].shape().to_vec();
+    for (i, l) in inputs.iter().enumerate().skip(1) {
+        shape =
+            crate::layout::broadcast_shapes(&shape, l.shape()).ok_or_else(|| Error::Broadcast {
+                operand: names[i],
+                shape: l.shape().to_vec(),
+                target: shape.clone(),
+            })?;
+    }
+    let inputs: Vec<Layout> = inputs
+        .iter()
+        .zip(names)
+        .map(|(l, &name)| {
+            if l.shape() == shape.as_slice() {
+                Ok((*l).clone())
+            } else {
+                l.broadcast_as(&shape, name)
+            }
+        })
+        .collect::<Result<_>>()?;
+    let rank = shape.len();
     for (i, &a) in axes.iter().enumerate() {
         if a >= rank {
             return Err(bad_axes(format!(
@@ -121,7 +167,6 @@ pub fn plan_reduce(
             return Err(bad_axes(format!("axis {a} is named twice")));
         }
     }
-    let shape = input.shape();
     let kept_axes: Vec<usize> = (0..rank).filter(|a| !axes.contains(a)).collect();
     let dropped: Vec<usize> = kept_axes.iter().map(|&a| shape[a]).collect();
     let keepdim: Vec<usize> = (0..rank)
@@ -145,35 +190,40 @@ pub fn plan_reduce(
     }
     let n: u64 = axes.iter().map(|&a| shape[a] as u64).product();
     if n == 0 && !has_empty {
-        return Err(Error::EmptyReduction { operand: "input" });
+        return Err(Error::EmptyReduction { operand: names[0] });
     }
     let n32 = u32::try_from(n)
         .ok()
         .filter(|&n| n <= i32::MAX as u32)
         .ok_or_else(|| too_large(format!("{n} elements per output, more than 2^31 - 1")))?;
+    // Strides of the output and every input (unused inputs: 0, which always merge).
     let kept = collapse(kept_axes.iter().zip(&out_axis).map(|(&a, &oa)| {
-        (
-            shape[a] as u64,
-            [out.strides()[oa] as i64, input.strides()[a] as i64],
-        )
+        let mut s = [0i64; 1 + MAX_INPUTS];
+        s[0] = out.strides()[oa] as i64;
+        for (i, l) in inputs.iter().enumerate() {
+            s[1 + i] = l.strides()[a] as i64;
+        }
+        (shape[a] as u64, s)
     }));
-    let mut red = collapse(
-        (0..rank)
-            .filter(|a| axes.contains(a))
-            .map(|a| (shape[a] as u64, [input.strides()[a] as i64])),
-    );
+    let mut red = collapse((0..rank).filter(|a| axes.contains(a)).map(|a| {
+        let mut s = [0i64; MAX_INPUTS];
+        for (i, l) in inputs.iter().enumerate() {
+            s[i] = l.strides()[a] as i64;
+        }
+        (shape[a] as u64, s)
+    }));
     if n == 0 {
         red.clear();
     }
     if kept.len() > KEPT_DIMS || red.len() > RED_DIMS {
         return Err(Error::RankTooHigh {
-            operand: "input",
+            operand: names[0],
             ndim: kept.len().max(red.len()),
             max: KEPT_DIMS.min(RED_DIMS),
         });
     }
     // Rows when the reduced elements are unit-stride, else columns along a kept axis of
-    // unit stride in the input (when slot chunks stay inside the innermost reduced
+    // unit stride in the (first) input (when slot chunks stay inside the innermost reduced
     // dimension: invariant 6 of `ReduceGeometry`), else rows (strided reads).
     let w = body::chunk(elem_size);
     let mut kept = kept;
@@ -181,15 +231,16 @@ pub fn plan_reduce(
     let unit_kept = kept.iter().position(|d| d.1[1] == 1);
     let chunks_inside = red.len() <= 1 || (red.len() == 2 && red[0].0 % w as u64 == 0);
     let variant = match unit_kept {
-        Some(k) if !unit_red && chunks_inside => {
-            let d = kept.remove(k);
-            kept.insert(0, d);
+        Some(d) if columns && !unit_red && chunks_inside => {
+            let dim = kept.remove(d);
+            kept.insert(0, dim);
             ReduceVariant::Cols
         }
         _ => ReduceVariant::Rows,
     };
     let groups = body::groups_used(n32, w);
     let outputs = out.numel() as u64;
+    let one = FastDiv::new(1).expect("1 divides");
     let mut g = ReduceGeometry {
         n: n32,
         group_len: body::group_len(n32, w),
@@ -199,19 +250,22 @@ pub fn plan_reduce(
         flags: 0,
         nkept: kept.len().max(1) as u32,
         nred: red.len().max(1) as u32,
-        kept: [FastDiv::new(1).expect("1 divides"); KEPT_DIMS],
-        kept_strides: [[0; KEPT_DIMS]; 2],
-        red: [FastDiv::new(1).expect("1 divides"); RED_DIMS],
-        red_strides: [0; RED_DIMS],
+        kept: [one; KEPT_DIMS],
+        kept_strides: [[0; KEPT_DIMS]; 1 + MAX_INPUTS],
+        red: [one; RED_DIMS],
+        red_strides: [[0; RED_DIMS]; MAX_INPUTS],
     };
     for (d, (size, s)) in kept.iter().enumerate() {
         g.kept[d] = fast_div(*size)?;
-        g.kept_strides[0][d] = s[0] as i32 as u32;
-        g.kept_strides[1][d] = s[1] as i32 as u32;
+        for (j, &st) in s.iter().enumerate() {
+            g.kept_strides[j][d] = st as i32 as u32;
+        }
     }
     for (d, (size, s)) in red.iter().enumerate() {
         g.red[d] = fast_div(*size)?;
-        g.red_strides[d] = s[0] as i32 as u32;
+        for (j, &st) in s.iter().enumerate() {
+            g.red_strides[j][d] = st as i32 as u32;
+        }
     }
     let blocks = match variant {
         ReduceVariant::Rows => outputs * groups as u64,
@@ -229,7 +283,9 @@ pub fn plan_reduce(
     g.outputs = outputs as u32;
     // Offsets from each base element fit in 31 bits (strides were truncated above only
     // where this holds).
-    for (layout, operand) in [(out, "out"), (input, "input")] {
+    for (layout, operand) in
+        std::iter::once((out, "out")).chain(inputs.iter().zip(names.iter().copied()))
+    {
         if let Some(span) = layout.span(operand)? {
             let off = layout.offset() as i128;
             let (lo, hi) = (span.min as i128 - off, span.max as i128 - off);
@@ -240,66 +296,145 @@ pub fn plan_reduce(
             }
         }
     }
+    let mut base = [0usize; 1 + MAX_INPUTS];
+    base[0] = out.offset();
+    for (i, l) in inputs.iter().enumerate() {
+        base[1 + i] = l.offset();
+    }
     Ok(Some(ReducePlan {
         geometry: g,
         variant,
-        base: [out.offset(), input.offset()],
+        base,
+        inputs: k,
     }))
 }
 
-/// Refuses an output that maps two outputs to one element or shares memory with the input.
-fn check_reduce_aliasing(out: &Region, input: &Region) -> Result<()> {
+/// Refuses an output that maps two outputs to one element or shares memory with an input.
+fn check_reduce_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
     crate::api::check_aliasing(out, &[])?;
-    let (Some(o), Some(i)) = (out.byte_span()?, input.byte_span()?) else {
+    let Some(o) = out.byte_span()? else {
         return Ok(());
     };
-    if o.1 <= i.0 || i.1 <= o.0 {
-        Ok(())
-    } else {
-        Err(Error::ReduceOverlap {
-            operand: input.operand,
-        })
+    for input in inputs {
+        if let Some(i) = input.byte_span()? {
+            if !(o.1 <= i.0 || i.1 <= o.0) {
+                return Err(Error::ReduceOverlap {
+                    operand: input.operand,
+                });
+            }
+        }
     }
+    Ok(())
 }
 
 /// `out = op(input over axes)` on the GPU (see the module documentation for the shapes).
-pub fn reduce<R: ReduceKernels<T>, T: Elem>(
+/// The output's element type is the op's: the input's, `i64` for
+/// [`Argmin`](body::Argmin)/[`Argmax`](body::Argmax), `Bool` for [`All`](body::All)/
+/// [`Any`](body::Any).
+pub fn reduce<S, T>(
     gpu: &Gpu,
-    op: R,
-    out: &mut DeviceTensor<T>,
+    op: S,
+    out: &mut DeviceTensor<OutOf<S, T, 1>>,
     input: &DeviceTensor<T>,
     axes: &[usize],
-) -> Result<()> {
-    let has_empty = op.empty().is_some();
+) -> Result<()>
+where
+    S: ReduceKernels<T, 1>,
+    T: Elem,
+    OutOf<S, T, 1>: Elem,
+{
+    reduce_n(gpu, op, out, [input], axes)
+}
+
+/// `out = op.reduce(op.map(a, b) over axes)` on the GPU, in one pass
+/// ([`MapReduce`](body::MapReduce)): `a` and `b` broadcast to one shape, which `axes`
+/// and `out` refer to.
+///
+/// ```no_run
+/// use strided_apply::{reduce, DeviceTensor, Gpu};
+/// use strided_apply::gpu_kernels::{ops::Sub, reduce::{MapReduce, SumSq}};
+/// let gpu = Gpu::new(0)?;
+/// let a = DeviceTensor::from_slice(&gpu, &[1.0f32, 2.0, 3.0], &[3])?;
+/// let b = DeviceTensor::from_slice(&gpu, &[1.0f32, 0.0, 1.0], &[3])?;
+/// let mut out = DeviceTensor::<f32>::zeros(&gpu, &[])?;
+/// let sqdiff = MapReduce { reduce: SumSq, map: Sub };
+/// reduce::map_reduce(&gpu, sqdiff, &mut out, (&a, &b), &[0])?; // 0² + 2² + 2² = 8
+/// assert_eq!(out.to_vec(&gpu)?, [8.0]);
+/// # Ok::<(), strided_apply::Error>(())
+/// ```
+pub fn map_reduce<S, T>(
+    gpu: &Gpu,
+    op: S,
+    out: &mut DeviceTensor<OutOf<S, T, 2>>,
+    (a, b): (&DeviceTensor<T>, &DeviceTensor<T>),
+    axes: &[usize],
+) -> Result<()>
+where
+    S: ReduceKernels<T, 2>,
+    T: Elem,
+    OutOf<S, T, 2>: Elem,
+{
+    reduce_n(gpu, op, out, [a, b], axes)
+}
+
+/// [`reduce`] or [`map_reduce`] by the source's input count: `K` inputs as an array
+/// (generic code over sources of any count).
+pub fn reduce_n<S, T, const K: usize>(
+    gpu: &Gpu,
+    op: S,
+    out: &mut DeviceTensor<OutOf<S, T, K>>,
+    inputs: [&DeviceTensor<T>; K],
+    axes: &[usize],
+) -> Result<()>
+where
+    S: ReduceKernels<T, K>,
+    T: Elem,
+    OutOf<S, T, K>: Elem,
+{
+    let has_empty = op.reduction().empty().is_some();
+    let layouts: Vec<&Layout> = inputs.iter().map(|t| t.layout()).collect();
     let Some(plan) = plan_reduce(
         out.layout(),
-        input.layout(),
+        &layouts,
         axes,
         T::TYPE.size(),
         has_empty,
+        S::COLUMNS,
     )?
     else {
         return Ok(());
     };
-    check_reduce_aliasing(&out.region(gpu, "out")?, &input.region(gpu, "input")?)?;
+    let names = input_names(K);
+    let regions = inputs
+        .iter()
+        .zip(names)
+        .map(|(t, &name)| t.region(gpu, name))
+        .collect::<Result<Vec<_>>>()?;
+    check_reduce_aliasing(&out.region(gpu, "out")?, &regions)?;
     let stream = gpu.stream().cu_stream();
+    let acc_size = size_of::<AccOf<S, T, K>>();
     // SAFETY: the Gpu's own stream lives as long as `gpu`.
-    let scratch = unsafe { Scratch::new(gpu, &plan, size_of::<R::Acc>(), stream)? };
-    let ptrs = [out.base_addr(), input.base_addr()];
+    let scratch = unsafe { Scratch::new(gpu, &plan, acc_size, stream)? };
+    let mut ptrs = [0u64; 1 + MAX_INPUTS];
+    ptrs[0] = out.base_addr();
+    for (i, t) in inputs.iter().enumerate() {
+        ptrs[1 + i] = t.base_addr();
+    }
     let op = OpArg::new(op);
-    // SAFETY: both layouts were checked against their buffers when the views were made;
-    // `plan_reduce` proved the geometry's ranges and `check_reduce_aliasing` kept the
-    // output apart from the input; the scratch holds `outputs * groups` accumulators of
-    // `R::Acc`; `op` is the `OpArg` of the reduction whose kernels `R::NAMES` names.
+    // SAFETY: every layout was checked against its buffer when the views were made;
+    // `plan_reduce` proved the geometry's ranges (over the inputs broadcast as it planned
+    // them) and `check_reduce_aliasing` kept the output apart from the inputs; the scratch
+    // holds `outputs * groups` accumulators of `S`'s; `op` is the `OpArg` of the source
+    // whose kernels `S::NAMES` names.
     unsafe {
         launch_planned(
             gpu,
-            &R::NAMES,
-            (&op as *const OpArg<R>).cast(),
+            &S::NAMES,
+            (&op as *const OpArg<S>).cast(),
             &plan,
             ptrs,
             scratch.addr(),
-            (T::TYPE.size(), size_of::<R::Acc>()),
+            (T::TYPE.size(), acc_size),
             stream,
         )
     }
@@ -364,20 +499,21 @@ impl Drop for Scratch {
 /// final tree.
 ///
 /// # Safety
-/// `ptrs` are the device addresses of the output's and the input's elements at
-/// `plan.base`, in buffers for which every offset of the plan is in bounds, holding
-/// elements of `elem_size` bytes; the output is distinct per output index and apart from
-/// the input; with more than one group, `scratch` holds `outputs * groups` accumulators of
+/// `ptrs` are the device addresses of the output's and each input's elements at
+/// `plan.base` (unused inputs 0), in buffers for which every offset of the plan is in
+/// bounds, the inputs holding elements of `elem_size` bytes and the output the source's
+/// output elements; the output is distinct per output index and apart from the inputs;
+/// with more than one group, `scratch` holds `outputs * groups` accumulators of
 /// `acc_size` bytes and is not freed before the queued kernels complete; `op` points to
-/// the `OpArg` of the reduction whose kernels `names` names; `stream` is a live stream of
-/// `gpu`'s context.
+/// the `OpArg` of the source whose kernels `names` names, over `plan.inputs` inputs;
+/// `stream` is a live stream of `gpu`'s context.
 #[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn launch_planned(
     gpu: &Gpu,
     names: &ReduceNames,
     op: *const c_void,
     plan: &ReducePlan,
-    ptrs: [u64; 2],
+    ptrs: [u64; 1 + MAX_INPUTS],
     scratch: u64,
     (elem_size, acc_size): (usize, usize),
     stream: CUstream,
@@ -385,7 +521,7 @@ pub(crate) unsafe fn launch_planned(
     let mut g = plan.geometry;
     let (kernel, shape) = match plan.variant {
         ReduceVariant::Rows => {
-            if vec_rows(&g, ptrs[1], elem_size) {
+            if vec_rows(&g, &ptrs[1..=plan.inputs], elem_size) {
                 g.flags |= VEC_ROWS;
             }
             (
@@ -406,18 +542,20 @@ pub(crate) unsafe fn launch_planned(
             },
         ),
     };
-    let (out, inp) = (ptrs[0], ptrs[1]);
-    let mut args: [*mut c_void; 5] = [
+    let mut args: [*mut c_void; 4 + MAX_INPUTS] = [
         op as *mut c_void,
         &g as *const ReduceGeometry as *mut c_void,
-        &out as *const u64 as *mut c_void,
-        &inp as *const u64 as *mut c_void,
+        &ptrs[0] as *const u64 as *mut c_void,
         &scratch as *const u64 as *mut c_void,
+        &ptrs[1] as *const u64 as *mut c_void,
+        &ptrs[2] as *const u64 as *mut c_void,
+        &ptrs[3] as *const u64 as *mut c_void,
     ];
-    // SAFETY: the parameter list is (OpArg<R>, ReduceGeometry, *mut T, *const T,
-    // *mut Acc) as `kernels!` declares for every reduction kernel; the shapes are the ones
-    // `gpu_kernels::reduce`'s kernels document (VEC_ROWS only where `vec_rows` proved its
-    // invariant); the caller's contract covers the rest.
+    // SAFETY: the parameter list is (OpArg<S>, ReduceGeometry, *mut Out, *mut Acc, and
+    // one *const T per possible input) as `kernels!` declares for every reduction kernel;
+    // the shapes are the ones `gpu_kernels::reduce`'s kernels document (VEC_ROWS only
+    // where `vec_rows` proved its invariant; columns only for sources that have them, as
+    // `plan_reduce` was told); the caller's contract covers the rest.
     unsafe {
         gpu.launch_named(names.module, kernel, shape, stream, &mut args)?;
         if g.groups > 1 {
@@ -433,52 +571,109 @@ pub(crate) unsafe fn launch_planned(
 }
 
 /// Whether the row kernel may read 16-byte vectors: one reduced dimension of stride 1 and
-/// every output's row start 16-byte aligned (the input's base and every kept stride).
-fn vec_rows(g: &ReduceGeometry, inp: u64, elem_size: usize) -> bool {
+/// every output's row start 16-byte aligned (each input's base and every kept stride).
+fn vec_rows(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
     g.nred == 1
-        && g.red_strides[0] == 1
-        && inp.is_multiple_of(16)
-        && (0..g.nkept as usize)
-            .all(|d| (g.kept_strides[1][d] as i32 as i64 * elem_size as i64).rem_euclid(16) == 0)
+        && inputs.iter().enumerate().all(|(k, &p)| {
+            g.red_strides[k][0] == 1
+                && p.is_multiple_of(16)
+                && (0..g.nkept as usize).all(|d| {
+                    (g.kept_strides[1 + k][d] as i32 as i64 * elem_size as i64).rem_euclid(16) == 0
+                })
+        })
 }
 
 /// The CPU twin of [`reduce`]: the same plan, the same order and the same op code, over
 /// host slices.
-pub fn reduce_cpu<R: Reduce<T>, T: Elem>(
-    op: R,
-    out: (&mut [T], &Layout),
+pub fn reduce_cpu<S, T>(
+    op: S,
+    out: (&mut [OutOf<S, T, 1>], &Layout),
     input: (&[T], &Layout),
     axes: &[usize],
-) -> Result<()> {
+) -> Result<()>
+where
+    S: Source<T, 1>,
+    T: Elem,
+    OutOf<S, T, 1>: Elem,
+{
+    reduce_n_cpu(op, out, [input], axes)
+}
+
+/// The CPU twin of [`map_reduce`].
+pub fn map_reduce_cpu<S, T>(
+    op: S,
+    out: (&mut [OutOf<S, T, 2>], &Layout),
+    (a, b): (HostInput<'_, T>, HostInput<'_, T>),
+    axes: &[usize],
+) -> Result<()>
+where
+    S: Source<T, 2>,
+    T: Elem,
+    OutOf<S, T, 2>: Elem,
+{
+    reduce_n_cpu(op, out, [a, b], axes)
+}
+
+/// The CPU twin of [`reduce_n`].
+pub fn reduce_n_cpu<S, T, const K: usize>(
+    op: S,
+    out: (&mut [OutOf<S, T, K>], &Layout),
+    inputs: [(&[T], &Layout); K],
+    axes: &[usize],
+) -> Result<()>
+where
+    S: Source<T, K>,
+    T: Elem,
+    OutOf<S, T, K>: Elem,
+{
+    let names = input_names(K);
     out.1.check_in(out.0.len(), "out")?;
-    input.1.check_in(input.0.len(), "input")?;
-    let has_empty = op.empty().is_some();
-    let Some(plan) = plan_reduce(out.1, input.1, axes, T::TYPE.size(), has_empty)? else {
+    for (i, &name) in inputs.iter().zip(names) {
+        i.1.check_in(i.0.len(), name)?;
+    }
+    let has_empty = op.reduction().empty().is_some();
+    let layouts: Vec<&Layout> = inputs.iter().map(|i| i.1).collect();
+    let Some(plan) = plan_reduce(out.1, &layouts, axes, T::TYPE.size(), has_empty, false)? else {
         return Ok(());
     };
-    check_reduce_aliasing(
-        &region("out", out.0, out.1),
-        &region("input", input.0, input.1),
-    )?;
+    let regions: Vec<Region> = inputs
+        .iter()
+        .zip(names)
+        .map(|(i, &name)| region(name, i.0, i.1))
+        .collect();
+    check_reduce_aliasing(&region("out", out.0, out.1), &regions)?;
     let po = SendPtr(out.0.as_mut_ptr().wrapping_add(plan.base[0]));
-    let pi = SendPtr(input.0.as_ptr().wrapping_add(plan.base[1]).cast_mut());
-    // SAFETY: `check_in` proved every offset of both layouts inside their slices and the
-    // plan keeps those offsets; the output is distinct per output and apart from the input.
+    let pi: [SendPtr<T>; K] = core::array::from_fn(|k| {
+        SendPtr(
+            inputs[k]
+                .0
+                .as_ptr()
+                .wrapping_add(plan.base[1 + k])
+                .cast_mut(),
+        )
+    });
+    let acc = (size_of::<AccOf<S, T, K>>(), align_of::<AccOf<S, T, K>>());
+    // SAFETY: `check_in` proved every offset of each layout inside its slice, and the plan
+    // keeps those offsets (broadcasting only repeats them); the output is distinct per
+    // output and apart from the inputs.
     unsafe {
         run_planned(
             &plan,
-            size_of::<R::Acc>(),
-            |g, o, grp, acc| match body::group_value(&op, g, pi.get().cast_const(), o, grp) {
-                Some(a) => {
-                    acc.cast::<R::Acc>().write(a);
-                    true
+            acc,
+            |g, o, grp, acc| {
+                let inp = core::array::from_fn(|k| pi[k].get().cast_const());
+                match body::group_value(&op, g, inp, o, grp) {
+                    Some(a) => {
+                        acc.cast::<AccOf<S, T, K>>().write(a);
+                        true
+                    }
+                    None => false,
                 }
-                None => false,
             },
             |g, o, accs| {
                 let count = if g.n == 0 { 0 } else { g.groups as usize };
-                let accs = std::slice::from_raw_parts_mut(accs.cast::<R::Acc>(), count);
-                body::write_output(&op, g, po.get(), o, accs)
+                let accs = std::slice::from_raw_parts_mut(accs.cast::<AccOf<S, T, K>>(), count);
+                body::write_output(&op.reduction(), g, po.get(), o, accs)
             },
         )
     };
@@ -490,19 +685,22 @@ pub fn reduce_cpu<R: Reduce<T>, T: Elem>(
 ///
 /// # Safety
 /// `group(g, o, grp, acc)` writes group `grp` of output `o` as one accumulator of
-/// `acc_size` bytes at `acc` (aligned to its size, at most 8) and says whether the group
-/// had elements; `write(g, o, accs)` writes output `o` from its `g.groups` accumulators;
-/// both are sound for every output and group of the plan.
+/// `acc.0` bytes at `acc` (aligned to `acc.1`) and says whether the group had elements;
+/// `write(g, o, accs)` writes output `o` from its `g.groups` accumulators; both are sound
+/// for every output and group of the plan.
 pub(crate) unsafe fn run_planned(
     plan: &ReducePlan,
-    acc_size: usize,
+    (acc_size, acc_align): (usize, usize),
     group: impl Fn(&ReduceGeometry, u32, u32, *mut u8) -> bool + Sync,
     write: impl Fn(&ReduceGeometry, u32, *mut u8) + Sync,
 ) {
-    assert!(acc_size <= 8, "accumulators of at most 8 bytes");
+    assert!(
+        acc_size <= 16 && acc_align <= 16 && acc_size.is_multiple_of(acc_align),
+        "accumulators of at most 16 bytes, a multiple of their alignment"
+    );
     let g = &plan.geometry;
     let (outputs, groups) = (g.outputs as usize, g.groups as usize);
-    let mut buf = vec![0u64; (outputs * groups * acc_size).div_ceil(8)];
+    let mut buf = vec![0u128; (outputs * groups * acc_size).div_ceil(16)];
     let p = SendPtr(buf.as_mut_ptr().cast::<u8>());
     // Enough (output, group) items per task to amortise the task.
     let per_task = (1usize << 14).div_ceil(g.group_len.max(1) as usize).max(1);
@@ -527,8 +725,9 @@ pub(crate) unsafe fn run_planned(
 #[cfg(feature = "dispatch")]
 pub use dynamic::{reduce_instances, DynReduce};
 
-/// Reductions chosen at run time (feature `dispatch`): by id (`"sum"`, `"amax"`, `"mean"`,
-/// … the first name part of the `kernels!` reduce line) and element type.
+/// Reductions chosen at run time (feature `dispatch`): by id (`"sum"`, `"amax"`,
+/// `"argmax"`, `"sqdiff"`, … the first name part of the `kernels!` reduce line) and the
+/// inputs' element type.
 #[cfg(feature = "dispatch")]
 mod dynamic {
     use super::*;
@@ -549,7 +748,9 @@ mod dynamic {
     }
 
     impl DynReduce {
-        /// Reduction `op` over `elem` (the output's and the input's element type).
+        /// Reduction `op` over inputs of `elem`. The output's element type is the
+        /// family's ([`ReduceInstance::out_elem`]: `elem`, `i64` for arg reductions,
+        /// `bool` for all/any), its input count [`ReduceInstance::inputs`].
         pub fn new(op: &str, elem: ElemType) -> Result<DynReduce> {
             let instance = find_one_type(REDUCTIONS.iter(), op, elem, |r| (r.op, r.elem))?;
             Ok(DynReduce { instance })
@@ -564,20 +765,50 @@ mod dynamic {
         fn plan(
             &self,
             out: &RawTensor<'_>,
-            input: &RawTensor<'_>,
+            inputs: &[RawTensor<'_>],
             axes: &[usize],
         ) -> Result<Option<ReducePlan>> {
-            let elem = self.instance.elem;
-            let lo = out.check("out", elem)?;
-            let li = input.check("input", elem)?;
-            let plan = plan_reduce(&lo, &li, axes, elem.size(), (self.instance.has_empty)())?;
-            let region = |operand, t: &RawTensor<'_>, layout| Region {
+            let inst = self.instance;
+            if inputs.len() != inst.inputs {
+                return Err(Error::InvalidView {
+                    operand: "inputs",
+                    reason: format!(
+                        "reduction `{}` reads {} input(s), {} given",
+                        inst.op,
+                        inst.inputs,
+                        inputs.len()
+                    ),
+                });
+            }
+            let names = input_names(inputs.len());
+            let lo = out.check("out", inst.out_elem)?;
+            let li = inputs
+                .iter()
+                .zip(names)
+                .map(|(t, &name)| t.check(name, inst.elem))
+                .collect::<Result<Vec<_>>>()?;
+            let refs: Vec<&Layout> = li.iter().collect();
+            let plan = plan_reduce(
+                &lo,
+                &refs,
+                axes,
+                inst.elem.size(),
+                (inst.has_empty)(),
+                inst.columns,
+            )?;
+            let region = |operand, t: &RawTensor<'_>, layout, elem: ElemType| Region {
                 operand,
                 buffer: t.ptr,
                 elem_size: elem.size(),
                 layout,
             };
-            check_reduce_aliasing(&region("out", out, &lo), &region("input", input, &li))?;
+            let regions: Vec<Region> = inputs
+                .iter()
+                .zip(names)
+                .zip(&li)
+                .map(|((t, &name), l)| region(name, t, l, inst.elem))
+                .collect();
+            check_reduce_aliasing(&region("out", out, &lo, inst.out_elem), &regions)?;
             Ok(plan)
         }
 
@@ -586,27 +817,27 @@ mod dynamic {
         /// is allocated and freed in that stream's order.
         ///
         /// # Safety
-        /// As for [`raw::apply3`](crate::raw::apply3): both tensors' memory is one live
-        /// allocation of this `gpu`'s context each, holding values of the element type and
+        /// As for [`raw::apply3`](crate::raw::apply3): every tensor's memory is one live
+        /// allocation of this `gpu`'s context each, holding values of its element type and
         /// kept until the queued work completes; `stream` is a live stream of that context.
         pub unsafe fn launch(
             &self,
             gpu: &Gpu,
             stream: Option<CUstream>,
             out: RawTensor<'_>,
-            input: RawTensor<'_>,
+            inputs: &[RawTensor<'_>],
             axes: &[usize],
         ) -> Result<()> {
-            let Some(plan) = self.plan(&out, &input, axes)? else {
+            let Some(plan) = self.plan(&out, inputs, axes)? else {
                 return Ok(());
             };
             let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
             let inst = self.instance;
-            let size = inst.elem.size() as u64;
-            let ptrs = [
-                out.ptr + plan.base[0] as u64 * size,
-                input.ptr + plan.base[1] as u64 * size,
-            ];
+            let mut ptrs = [0u64; 1 + MAX_INPUTS];
+            ptrs[0] = out.ptr + (plan.base[0] * inst.out_elem.size()) as u64;
+            for (i, t) in inputs.iter().enumerate() {
+                ptrs[1 + i] = t.ptr + (plan.base[1 + i] * inst.elem.size()) as u64;
+            }
             // SAFETY: the caller's contract for the stream.
             let scratch = unsafe { Scratch::new(gpu, &plan, inst.acc_size, stream)? };
             // A zero-sized op's kernel parameter: its padding, zero.
@@ -632,29 +863,42 @@ mod dynamic {
         /// [`launch`](Self::launch).
         ///
         /// # Safety
-        /// Both tensors' `ptr` are host addresses; every element their shapes and strides
-        /// reach is in one live allocation holding values of the element type, and nothing
+        /// Every tensor's `ptr` is a host address; every element its shape and strides
+        /// reach is in one live allocation holding values of its element type, and nothing
         /// else accesses the output's elements during the call.
         pub unsafe fn run_cpu_raw(
             &self,
             out: RawTensor<'_>,
-            input: RawTensor<'_>,
+            inputs: &[RawTensor<'_>],
             axes: &[usize],
         ) -> Result<()> {
-            let Some(plan) = self.plan(&out, &input, axes)? else {
+            let Some(plan) = self.plan(&out, inputs, axes)? else {
                 return Ok(());
             };
-            let size = self.instance.elem.size();
-            let po = SendPtr((out.ptr as *mut u8).wrapping_add(plan.base[0] * size));
-            let pi = SendPtr((input.ptr as *mut u8).wrapping_add(plan.base[1] * size));
             let inst = self.instance;
+            let po =
+                SendPtr((out.ptr as *mut u8).wrapping_add(plan.base[0] * inst.out_elem.size()));
+            let pi: Vec<SendPtr<u8>> = inputs
+                .iter()
+                .enumerate()
+                .map(|(i, t)| {
+                    SendPtr((t.ptr as *mut u8).wrapping_add(plan.base[1 + i] * inst.elem.size()))
+                })
+                .collect();
             // SAFETY: the caller's contract for the memory; the plan and the aliasing check
-            // hold; `group` and `write` are this family's typed functions.
+            // hold; `group` and `write` are this family's typed functions, given its
+            // `inputs` bases.
             unsafe {
                 run_planned(
                     &plan,
-                    inst.acc_size,
-                    |g, o, grp, acc| (inst.group)(g, pi.get().cast_const(), o, grp, acc),
+                    (inst.acc_size, inst.acc_align),
+                    |g, o, grp, acc| {
+                        let mut inp = [core::ptr::null::<u8>(); MAX_INPUTS];
+                        for (k, p) in pi.iter().enumerate() {
+                            inp[k] = p.get().cast_const();
+                        }
+                        (inst.group)(g, &inp[..pi.len()], o, grp, acc)
+                    },
                     |g, o, accs| (inst.write)(g, po.get(), o, accs),
                 )
             };
@@ -666,18 +910,69 @@ mod dynamic {
 /// Runs a reduction on the GPU and on the CPU twin from the same buffer contents and
 /// returns the first element (of the whole output buffer) where they disagree: exact, the
 /// order is the same on both sides.
-pub fn verify<R: ReduceKernels<T>, T: crate::verify::Distance>(
+pub fn verify<S, T>(
     gpu: &Gpu,
-    op: R,
-    out: (&[T], &Layout),
+    op: S,
+    out: (&[OutOf<S, T, 1>], &Layout),
     input: (&[T], &Layout),
     axes: &[usize],
-) -> Result<Option<crate::verify::Mismatch<T>>> {
-    crate::verify::one_input(
+) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, 1>>>>
+where
+    S: ReduceKernels<T, 1>,
+    T: Elem,
+    OutOf<S, T, 1>: crate::verify::Distance,
+{
+    verify_n(gpu, op, out, [input], axes)
+}
+
+/// [`verify`] for a map-reduce over two inputs.
+pub fn verify_map<S, T>(
+    gpu: &Gpu,
+    op: S,
+    out: (&[OutOf<S, T, 2>], &Layout),
+    (a, b): (HostInput<'_, T>, HostInput<'_, T>),
+    axes: &[usize],
+) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, 2>>>>
+where
+    S: ReduceKernels<T, 2>,
+    T: Elem,
+    OutOf<S, T, 2>: crate::verify::Distance,
+{
+    verify_n(gpu, op, out, [a, b], axes)
+}
+
+/// [`verify`] by the source's input count (see [`reduce_n`]).
+pub fn verify_n<S, T, const K: usize>(
+    gpu: &Gpu,
+    op: S,
+    out: (&[OutOf<S, T, K>], &Layout),
+    inputs: [(&[T], &Layout); K],
+    axes: &[usize],
+) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, K>>>>
+where
+    S: ReduceKernels<T, K>,
+    T: Elem,
+    OutOf<S, T, K>: crate::verify::Distance,
+{
+    let mut on_cpu = out.0.to_vec();
+    reduce_n_cpu(op, (&mut on_cpu, out.1), inputs, axes)?;
+    let mut d_out =
+        DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
+    let d_in = inputs
+        .iter()
+        .map(|x| DeviceTensor::from_slice(gpu, x.0, &[x.0.len()])?.with_layout(x.1.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    reduce_n(
         gpu,
-        out,
-        input,
-        |on_cpu| reduce_cpu(op, (on_cpu, out.1), input, axes),
-        |d_out, d_in| reduce(gpu, op, d_out, d_in, axes),
-    )
+        op,
+        &mut d_out,
+        core::array::from_fn(|k| &d_in[k]),
+        axes,
+    )?;
+    let got = d_out.buffer_to_vec(gpu)?;
+    Ok(crate::verify::first_mismatch(
+        &got,
+        &on_cpu,
+        gpu_kernels::ops::Tolerance::Exact,
+    ))
 }

@@ -94,13 +94,13 @@ pub fn twin_tolerance<Op: Accuracy>() -> Tolerance {
 /// The one-input GPU-against-twin check (stencils, reductions): `cpu` runs the twin on a
 /// copy of `out`'s buffer, `on_gpu` the GPU on uploads of both buffers viewed through their
 /// layouts; the first element of the whole output buffer where they differ (exact).
-pub(crate) fn one_input<T: Distance>(
+pub(crate) fn one_input<O: Distance, T: Elem>(
     gpu: &Gpu,
-    out: (&[T], &Layout),
+    out: (&[O], &Layout),
     input: (&[T], &Layout),
-    cpu: impl FnOnce(&mut [T]) -> Result<()>,
-    on_gpu: impl FnOnce(&mut DeviceTensor<T>, &DeviceTensor<T>) -> Result<()>,
-) -> Result<Option<Mismatch<T>>> {
+    cpu: impl FnOnce(&mut [O]) -> Result<()>,
+    on_gpu: impl FnOnce(&mut DeviceTensor<O>, &DeviceTensor<T>) -> Result<()>,
+) -> Result<Option<Mismatch<O>>> {
     let mut on_cpu = out.0.to_vec();
     cpu(&mut on_cpu)?;
     let mut d_out =

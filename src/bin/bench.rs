@@ -8,7 +8,10 @@
 //! input's elements; their outputs are not counted.
 
 use std::time::Instant;
-use strided_apply::gpu_kernels::reduce::{Amax, ReduceKernels, Sum, SumSq};
+use strided_apply::gpu_kernels::ops::Sub;
+use strided_apply::gpu_kernels::reduce::{
+    Amax, Argmax, MapReduce, OutOf, ReduceKernels, Sum, SumSq,
+};
 use strided_apply::verify::{first_mismatch, Distance};
 use strided_apply::{
     api, bf16, cpu, f16, gpu_kernels, ops, reduce, stencil, DeviceTensor, Elem, Gpu, Kernels2,
@@ -316,45 +319,58 @@ where
     Ok(())
 }
 
-/// Times `out = op(input over axes)` through `reduce::reduce` into a poisoned output of
-/// shape `out_shape` (the input's shape without the reduced axes) and checks one result
-/// against the CPU twin (exact: both reduce in one order). Bytes: the input read once (the
-/// output is not counted); elements: the input's. Inputs that fit in L2 are rotated.
-fn bench_reduce<R, T>(
+/// Times `out = op(inputs over axes)` through `reduce::reduce` (one input) or
+/// `reduce::map_reduce` (two) into a poisoned output of shape `out_shape` and checks one
+/// result against the CPU twin (exact: both reduce in one order). Bytes: the inputs read
+/// once (the output is not counted); elements: one input's. Inputs that fit in L2 are
+/// rotated.
+#[allow(clippy::too_many_arguments)]
+fn bench_reduce<S, T, const K: usize>(
     gpu: &Gpu,
     case: &str,
-    op: R,
+    op: S,
     out_shape: &[usize],
-    input: &Operand<T>,
+    inputs: [&Operand<T>; K],
     axes: &[usize],
-    poison: T,
+    poison: OutOf<S, T, K>,
 ) -> Result<()>
 where
-    R: ReduceKernels<T>,
-    T: Elem + Distance,
+    S: ReduceKernels<T, K>,
+    T: Elem,
+    OutOf<S, T, K>: Elem + Distance,
 {
     let out = Layout::contiguous(out_shape)?;
     let m = out.numel();
-    let n = input.layout.numel();
-    let bytes = n * size_of::<T>();
+    let n = inputs[0].layout.numel();
+    let bytes = n * size_of::<T>() * K;
     let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
     let mut tensors = Vec::with_capacity(sets);
     for _ in 0..sets {
-        let di = DeviceTensor::from_slice(gpu, &input.host, &[input.host.len()])?
-            .with_layout(input.layout.clone())?;
+        let di = inputs
+            .iter()
+            .map(|x| {
+                DeviceTensor::from_slice(gpu, &x.host, &[x.host.len()])?
+                    .with_layout(x.layout.clone())
+            })
+            .collect::<Result<Vec<_>>>()?;
         let dout =
             DeviceTensor::from_slice(gpu, &vec![poison; m], &[m])?.with_layout(out.clone())?;
         tensors.push((di, dout));
     }
+    let run = |di: &[DeviceTensor<T>], dout: &mut DeviceTensor<OutOf<S, T, K>>| {
+        let di: [&DeviceTensor<T>; K] = std::array::from_fn(|k| &di[k]);
+        reduce::reduce_n(gpu, op, dout, di, axes)
+    };
     let (di, dout) = &mut tensors[0];
-    reduce::reduce(gpu, op, dout, di, axes)?;
+    run(di, dout)?;
     let got = dout.buffer_to_vec(gpu)?;
     let mut want = vec![poison; m];
-    reduce::reduce_cpu(op, (&mut want, &out), (&input.host, &input.layout), axes)?;
+    let host = inputs.map(|x| (&x.host[..], &x.layout));
+    reduce::reduce_n_cpu(op, (&mut want, &out), host, axes)?;
     let check = check_label(&got, &want);
     let ms = median_ms(gpu, |i| {
         let (di, dout) = &mut tensors[i % sets];
-        reduce::reduce(gpu, op, dout, di, axes)
+        run(di, dout)
     })?;
     report(case, T::NAME, n, bytes, ms, &check);
     Ok(())
@@ -673,15 +689,30 @@ fn main() -> Result<()> {
     // non-adjacent axes.
     if want("reduce") {
         let m = dense(&[big, big], 50, rand_f32)?;
-        bench_reduce(&gpu, "sum_dim1_f32", Sum, &[big], &m, &[1], f32::NAN)?;
-        bench_reduce(&gpu, "sum_dim0_f32", Sum, &[big], &m, &[0], f32::NAN)?;
-        bench_reduce(&gpu, "amax_dim1_f32", Amax, &[big], &m, &[1], f32::NAN)?;
+        bench_reduce(&gpu, "sum_dim1_f32", Sum, &[big], [&m], &[1], f32::NAN)?;
+        bench_reduce(&gpu, "sum_dim0_f32", Sum, &[big], [&m], &[0], f32::NAN)?;
+        bench_reduce(&gpu, "amax_dim1_f32", Amax, &[big], [&m], &[1], f32::NAN)?;
+        bench_reduce(&gpu, "argmax_dim1_f32", Argmax, &[big], [&m], &[1], -1i64)?;
         drop(m);
         let n = if quick { 1 << 24 } else { 1 << 28 };
         let v = dense(&[n], 51, rand_f32)?;
-        bench_reduce(&gpu, "sum_all_f32", Sum, &[], &v, &[0], f32::NAN)?;
-        bench_reduce(&gpu, "sumsq_all_f32", SumSq, &[], &v, &[0], f32::NAN)?;
-        drop(v);
+        bench_reduce(&gpu, "sum_all_f32", Sum, &[], [&v], &[0], f32::NAN)?;
+        bench_reduce(&gpu, "sumsq_all_f32", SumSq, &[], [&v], &[0], f32::NAN)?;
+        let w = dense(&[n], 54, rand_f32)?;
+        let sqdiff = MapReduce {
+            reduce: SumSq,
+            map: Sub,
+        };
+        bench_reduce(
+            &gpu,
+            "sqdiff_all_f32",
+            sqdiff,
+            &[],
+            [&v, &w],
+            &[0],
+            f32::NAN,
+        )?;
+        drop((v, w));
         // (64,64,128,256) permuted (3,1,0,2) to (256,64,64,128), summed over axes 1 and 3.
         let shape = if quick {
             [16, 16, 32, 64]
@@ -695,10 +726,18 @@ fn main() -> Result<()> {
         };
         let ps = perm.layout.shape();
         let out = [ps[0], ps[2]];
-        bench_reduce(&gpu, "sum_perm13_f32", Sum, &out, &perm, &[1, 3], f32::NAN)?;
+        bench_reduce(
+            &gpu,
+            "sum_perm13_f32",
+            Sum,
+            &out,
+            [&perm],
+            &[1, 3],
+            f32::NAN,
+        )?;
         drop(perm);
         let m16 = dense(&[big, big], 53, rand_bf16)?;
-        bench_reduce(&gpu, "sum_dim1_bf16", Sum, &[big], &m16, &[1], bf16::NAN)?;
+        bench_reduce(&gpu, "sum_dim1_bf16", Sum, &[big], [&m16], &[1], bf16::NAN)?;
     }
     // Tiny tensor: host time per call, planning and launch included.
     if want("tiny") {
