@@ -3,8 +3,8 @@ bfloat16) and, for the permuted copies, the fused expression and the dense mixed
 multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
-element size; reductions (group "reduce") count the input read once and report the input's
-elements."""
+element size; reductions (group "reduce") count every input read once (two for sqdiff) and
+report one input's elements."""
 import json
 import sys
 import torch
@@ -26,7 +26,7 @@ GROUPS = {
     "divmul": ["fused_divmul", "three_kernel_divmul"],
     "stencil": ["stencil_laplacian2"],
     "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
-               "amax_dim1_f32", "sumsq_all_f32"],
+               "amax_dim1_f32", "sumsq_all_f32", "argmax_dim1_f32", "sqdiff_all_f32"],
     "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
 }
 
@@ -189,21 +189,30 @@ if want("divmul"):
     del fa, fb
 
 
-def reduction(case, x0, make_x, out_shape, fn, compiled=None):
-    """o = fn(x, o) into a preallocated out of x's dtype (fn may ignore o and allocate);
-    bytes: the input read once, elements: the input's, as the Rust bench's `bench_reduce`.
-    `x0` is the first input set; `make_x` makes the others when x fits in L2. `compiled`:
-    also torch.compile(compiled), reported as impl "torch.compile"."""
-    n, size = x0.numel(), x0.element_size()
-    name = {torch.float32: "f32", torch.bfloat16: "bf16"}[x0.dtype]
-    nbytes = n * size
+def reduction(case, x0, make_x, out_shape, fn, compiled=None, out_dtype=None):
+    """o = fn(*xs, o) into a preallocated out of `out_dtype` (default the input's; fn may
+    ignore o and allocate); bytes: every input read once, elements: the first input's, as the
+    Rust bench's `bench_reduce`. `x0` is the first input set, a tensor or a tuple of tensors
+    (a reduction of two inputs); `make_x` makes the others (in the same form) when they fit
+    in L2. `compiled`: also torch.compile(compiled) over the inputs, reported as impl
+    "torch.compile"."""
+    xs0 = x0 if isinstance(x0, tuple) else (x0,)
+    n = xs0[0].numel()
+    name = {torch.float32: "f32", torch.bfloat16: "bf16"}[xs0[0].dtype]
+    nbytes = sum(x.numel() * x.element_size() for x in xs0)
     sets = max(1, min(64, -(-ROTATE // nbytes)))
-    bufs = [(x0 if i == 0 else make_x(), torch.empty(out_shape, device=dev, dtype=x0.dtype)) for i in range(sets)]
+
+    def inputs(i):
+        xs = xs0 if i == 0 else make_x()
+        return xs if isinstance(xs, tuple) else (xs,)
+
+    odt = xs0[0].dtype if out_dtype is None else out_dtype
+    bufs = [(*inputs(i), torch.empty(out_shape, device=dev, dtype=odt)) for i in range(sets)]
     report("pytorch", case, name, n, nbytes, median_ms(lambda i: fn(*bufs[i]), sets))
     if compiled is not None:
         try:
             cf = torch.compile(compiled)
-            report("torch.compile", case, name, n, nbytes, median_ms(lambda i: cf(bufs[i][0]), sets))
+            report("torch.compile", case, name, n, nbytes, median_ms(lambda i: cf(*bufs[i][:-1]), sets))
         except Exception as e:  # inductor needs a working triton
             print(f"# torch.compile ({case}) failed: {e}", file=sys.stderr)
     del bufs
@@ -218,6 +227,9 @@ if want("reduce"):
     reduction("sum_dim1_f32", m, mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
     reduction("sum_dim0_f32", m, mk, (big,), lambda x, o: torch.sum(x, dim=0, out=o))
     reduction("amax_dim1_f32", m, mk, (big,), lambda x, o: torch.amax(x, dim=1, out=o))
+    # The index of each row's maximum, into an int64 out (bytes: the input read once).
+    reduction("argmax_dim1_f32", m, mk, (big,), lambda x, o: torch.argmax(x, dim=1, out=o),
+              out_dtype=torch.int64)
     del m
     n = 1 << 24 if quick else 1 << 28
     mk = lambda: rand((n,), torch.float32)
@@ -225,7 +237,12 @@ if want("reduce"):
     reduction("sum_all_f32", v, mk, (), lambda x, o: torch.sum(x, dim=0, out=o))
     # Eager x * x then sum: two kernels and a temporary; torch.compile fuses them.
     reduction("sumsq_all_f32", v, mk, (), lambda x, o: (x * x).sum(), compiled=lambda x: (x * x).sum())
-    del v
+    # The sum of squared differences of two vectors (bytes: both read once). Eager a - b, its
+    # square, then the sum: three kernels and two temporaries; torch.compile fuses them.
+    w = mk()
+    reduction("sqdiff_all_f32", (v, w), lambda: (mk(), mk()), (), lambda a, b, o: ((a - b) ** 2).sum(),
+              compiled=lambda a, b: ((a - b) ** 2).sum())
+    del v, w
     shape = (16, 16, 32, 64) if quick else (64, 64, 128, 256)
     mk = lambda: rand(shape, torch.float32).permute(3, 1, 0, 2)
     p = mk()

@@ -78,7 +78,7 @@ pub(crate) fn find_one_type<F: 'static>(
     }
     Err(Error::NotInstantiated {
         op: op.to_string(),
-        types: format!("({0}, {0})", elem.name()),
+        types: format!("{} inputs", elem.name()),
         available: available.join(", "),
     })
 }
@@ -185,7 +185,7 @@ fn find_indexed(op: &str, key: Option<TypesKey>, types: &[ElemType]) -> Result<&
             available.sort_unstable();
             Err(Error::NotInstantiated {
                 op: op.to_string(),
-                types: type_list(types),
+                types: format!("{} (output first)", type_list(types)),
                 available: available.join(", "),
             })
         }

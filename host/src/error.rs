@@ -137,7 +137,7 @@ pub enum Error {
         keepdim: Vec<usize>,
     },
     #[error(
-        "{operand}: a reduction over no elements has no value for this op (min and max of nothing)"
+        "{operand}: a reduction over no elements has no value for this op (min, max, argmin and argmax of nothing)"
     )]
     EmptyReduction { operand: Operand },
     #[error("reduction too large for 32-bit kernel indices: {reason}")]
@@ -146,9 +146,7 @@ pub enum Error {
     WrongDevice { operand: Operand },
     #[error("no op `{op}` is instantiated (run-time dispatch); op ids: {known}")]
     UnknownOp { op: String, known: String },
-    #[error(
-        "op `{op}` is not instantiated over {types} (output first); instantiated: {available}"
-    )]
+    #[error("op `{op}` is not instantiated over {types}; instantiated: {available}")]
     NotInstantiated {
         op: String,
         types: String,

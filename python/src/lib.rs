@@ -1133,33 +1133,42 @@ fn _call_phases<'py>(
     ])
 }
 
-/// The steps of a one-input call (a stencil, a reduction): both operands classified, on
-/// one device, the launch stream chosen, consumed, `out` allocated as `out_shape` of the
-/// input's type when omitted, and writable.
-fn one_input<'py>(
+/// The first steps of a stencil or reduction call: the inputs (with their operand names)
+/// and `out` classified, on one device, the launch stream chosen, every operand consumed
+/// (the inputs first), and `out`, when given, writable.
+#[allow(clippy::type_complexity)]
+fn operands<'py>(
     py: Python<'py>,
-    input: Bound<'py, PyAny>,
+    inputs: Vec<(Bound<'py, PyAny>, &'static str)>,
     out: Option<Bound<'py, PyAny>>,
     stream: Option<Bound<'py, PyAny>>,
-    out_shape: impl FnOnce(&[usize]) -> PyResult<Vec<usize>>,
-) -> PyResult<(Operand<'py>, Operand<'py>, Option<CUstream>)> {
-    let mut inp = classify(py, input, "input")?;
-    let out_op = match out {
+) -> PyResult<(Vec<Operand<'py>>, Option<Operand<'py>>, Option<CUstream>)> {
+    let mut ins = inputs
+        .into_iter()
+        .map(|(obj, name)| classify(py, obj, name))
+        .collect::<PyResult<Vec<_>>>()?;
+    let mut out_op = match out {
         Some(o) => Some(classify(py, o, "out")?),
         None => None,
     };
-    if let Some(o) = &out_op {
-        if o.device != inp.device {
+    let (first_name, device) = match ins.first() {
+        Some(f) => (f.name, f.device),
+        None => return Err(OpError::new_err("no input given")),
+    };
+    for o in ins.iter().skip(1).chain(out_op.iter()) {
+        if o.device != device {
             return Err(DeviceError::new_err(format!(
-                "out: on {}, while input is on {}",
+                "{}: on {}, while {first_name} is on {}",
+                o.name,
                 o.device.describe(),
-                inp.device.describe()
+                device.describe()
             )));
         }
     }
-    let stream = match inp.device {
+    let stream = match device {
         Device::Cuda(d) => {
-            let frameworks: Vec<Framework> = std::iter::once(&inp)
+            let frameworks: Vec<Framework> = ins
+                .iter()
                 .chain(out_op.iter())
                 .map(|o| o.framework)
                 .collect();
@@ -1167,32 +1176,39 @@ fn one_input<'py>(
         }
         Device::Cpu => None,
     };
-    consume(py, &mut inp, stream)?;
-    let elem = inp.elem.unwrap_or(ElemType::U8);
-    let out_op = match out_op {
-        Some(mut o) => {
-            consume(py, &mut o, stream)?;
-            o
-        }
-        None => {
-            let shape = out_shape(&inp.shape)?;
-            let obj = allocate(py, &inp, &shape, elem)?;
-            let mut o = classify(py, obj, "out")?;
-            consume(py, &mut o, stream)?;
-            o
-        }
-    };
-    if out_op.read_only() {
+    for o in ins.iter_mut().chain(out_op.iter_mut()) {
+        consume(py, o, stream)?;
+    }
+    if out_op.as_ref().is_some_and(|o| o.read_only()) {
         return Err(DlpackError::new_err(
             "out: the producer marked this array read-only",
         ));
     }
-    Ok((inp, out_op, stream))
+    Ok((ins, out_op, stream))
 }
 
-/// A one-input op chosen at run time (a stencil, a reduction): a GPU launch on a stream and
-/// the CPU twin, over (out, input) raw tensors and axes, with the library's contracts.
-trait OneInputOp {
+/// `out` as given, else a new output of the `(shape, element type)` that `new` gives, in
+/// the framework and on the device of `like` (the first input), consumed.
+fn output_or_new<'py>(
+    py: Python<'py>,
+    out: Option<Operand<'py>>,
+    like: &Operand<'py>,
+    stream: Option<CUstream>,
+    new: impl FnOnce() -> PyResult<(Vec<usize>, ElemType)>,
+) -> PyResult<Operand<'py>> {
+    if let Some(o) = out {
+        return Ok(o);
+    }
+    let (shape, elem) = new()?;
+    let obj = allocate(py, like, &shape, elem)?;
+    let mut o = classify(py, obj, "out")?;
+    consume(py, &mut o, stream)?;
+    Ok(o)
+}
+
+/// A stencil or a reduction chosen at run time: a GPU launch on a stream and the CPU twin,
+/// over an output, its inputs (raw tensors) and axes, with the library's contracts.
+trait AxesOp {
     /// # Safety
     /// As `DynStencil::launch` / `DynReduce::launch`.
     unsafe fn launch(
@@ -1200,7 +1216,7 @@ trait OneInputOp {
         gpu: &Gpu,
         stream: Option<CUstream>,
         out: RawTensor<'_>,
-        input: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
         axes: &[usize],
     ) -> strided_apply::Result<()>;
     /// # Safety
@@ -1208,64 +1224,97 @@ trait OneInputOp {
     unsafe fn run_cpu_raw(
         &self,
         out: RawTensor<'_>,
-        input: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
         axes: &[usize],
     ) -> strided_apply::Result<()>;
 }
 
-macro_rules! one_input_op {
-    ($($t:ty),*) => {$(
-        impl OneInputOp for $t {
-            unsafe fn launch(
-                &self,
-                gpu: &Gpu,
-                stream: Option<CUstream>,
-                out: RawTensor<'_>,
-                input: RawTensor<'_>,
-                axes: &[usize],
-            ) -> strided_apply::Result<()> {
-                // SAFETY: the caller's contract.
-                unsafe { <$t>::launch(self, gpu, stream, out, input, axes) }
-            }
-            unsafe fn run_cpu_raw(
-                &self,
-                out: RawTensor<'_>,
-                input: RawTensor<'_>,
-                axes: &[usize],
-            ) -> strided_apply::Result<()> {
-                // SAFETY: the caller's contract.
-                unsafe { <$t>::run_cpu_raw(self, out, input, axes) }
-            }
-        }
-    )*};
+impl AxesOp for DynReduce {
+    unsafe fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        axes: &[usize],
+    ) -> strided_apply::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { DynReduce::launch(self, gpu, stream, out, inputs, axes) }
+    }
+    unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        axes: &[usize],
+    ) -> strided_apply::Result<()> {
+        // SAFETY: the caller's contract.
+        unsafe { DynReduce::run_cpu_raw(self, out, inputs, axes) }
+    }
 }
-one_input_op!(DynStencil, DynReduce);
 
-/// Runs `op` over the operands `one_input` prepared, on their device, and returns `out`.
-fn run_one_input<'py>(
-    op: &impl OneInputOp,
-    inp: Operand<'py>,
+/// A stencil's one input out of the slice.
+fn stencil_input<'b>(inputs: &[RawTensor<'b>]) -> strided_apply::Result<RawTensor<'b>> {
+    match inputs {
+        [input] => Ok(*input),
+        _ => Err(SaError::InvalidView {
+            operand: "inputs",
+            reason: format!("a stencil reads 1 input, {} given", inputs.len()),
+        }),
+    }
+}
+
+impl AxesOp for DynStencil {
+    unsafe fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        axes: &[usize],
+    ) -> strided_apply::Result<()> {
+        let input = stencil_input(inputs)?;
+        // SAFETY: the caller's contract.
+        unsafe { DynStencil::launch(self, gpu, stream, out, input, axes) }
+    }
+    unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        axes: &[usize],
+    ) -> strided_apply::Result<()> {
+        let input = stencil_input(inputs)?;
+        // SAFETY: the caller's contract.
+        unsafe { DynStencil::run_cpu_raw(self, out, input, axes) }
+    }
+}
+
+/// Runs `op` over the operands `operands` prepared, on their device, and returns `out`.
+fn run_axes_op<'py>(
+    op: &impl AxesOp,
+    inputs: Vec<Operand<'py>>,
     out_op: Operand<'py>,
     stream: Option<CUstream>,
     axes: &[usize],
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (out_raw, in_raw) = (out_op.raw()?, inp.raw()?);
-    match inp.device {
+    let raws: Vec<RawTensor> = inputs.iter().map(|o| o.raw()).collect::<PyResult<_>>()?;
+    let out_raw = out_op.raw()?;
+    match out_op.device {
         Device::Cuda(d) => {
             let g = gpu(d)?;
-            // SAFETY: as in `call`: both operands are held until this returns, after the
+            // SAFETY: as in `call`: every operand is held until this returns, after the
             // launch (and a reduction's stream-ordered scratch) is queued on the producer's
             // stream of the primary context; each pointer is its producer's description of
             // its CUDA memory of that type.
-            unsafe { op.launch(g, stream, out_raw, in_raw, axes) }.py()?;
+            unsafe { op.launch(g, stream, out_raw, &raws, axes) }.py()?;
         }
         Device::Cpu => {
             // SAFETY: host memory described by its producer, held for the call.
-            unsafe { op.run_cpu_raw(out_raw, in_raw, axes) }.py()?;
+            unsafe { op.run_cpu_raw(out_raw, &raws, axes) }.py()?;
         }
     }
     let result = out_op.obj.clone();
-    drop(inp);
+    drop(raws);
+    drop(inputs);
     drop(out_op);
     Ok(result)
 }
@@ -1283,9 +1332,13 @@ fn stencil<'py>(
     out: Option<Bound<'py, PyAny>>,
     stream: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (inp, out_op, stream) = one_input(py, input, out, stream, |s| Ok(s.to_vec()))?;
+    let (ins, out_op, stream) = operands(py, vec![(input, "input")], out, stream)?;
+    let inp = &ins[0];
+    let out_op = output_or_new(py, out_op, inp, stream, || {
+        Ok((inp.shape.clone(), inp.elem.unwrap_or(ElemType::U8)))
+    })?;
     let op = DynStencil::new(id, out_op.elem.unwrap_or(ElemType::U8)).py()?;
-    run_one_input(&op, inp, out_op, stream, &axes)
+    run_axes_op(&op, ins, out_op, stream, &axes)
 }
 
 /// The reduced axes of `dim` (None: all; an int or a sequence of ints, negative from the
@@ -1319,11 +1372,63 @@ fn reduce_axes(dim: Option<&Bound<'_, PyAny>>, rank: usize) -> PyResult<Vec<usiz
     Ok(axes)
 }
 
+/// `shape` reduced over `axes`: the reduced axes dropped, or kept as size 1 (`keepdim`).
+fn reduced_shape(shape: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
+    (0..shape.len())
+        .filter_map(|i| match (axes.contains(&i), keepdim) {
+            (false, _) => Some(shape[i]),
+            (true, true) => Some(1),
+            (true, false) => None,
+        })
+        .collect()
+}
+
+/// A reduction by id over one input (`reduce`) or two (`map_reduce`): the family of the
+/// first input's element type, the inputs broadcast to one shape that `dim` refers to,
+/// `out` allocated in the family's output type when omitted.
+#[allow(clippy::too_many_arguments)]
+fn reduce_call<'py>(
+    py: Python<'py>,
+    id: &str,
+    inputs: Vec<(Bound<'py, PyAny>, &'static str)>,
+    dim: Option<Bound<'py, PyAny>>,
+    keepdim: bool,
+    out: Option<Bound<'py, PyAny>>,
+    stream: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let given = inputs.len();
+    let (ins, out_op, stream) = operands(py, inputs, out, stream)?;
+    // A family not instantiated for the first input's type names that input.
+    let op = DynReduce::new(id, ins[0].elem.unwrap_or(ElemType::U8)).map_err(|e| match e {
+        SaError::NotInstantiated { .. } => named(e, ins[0].name),
+        e => py_err(e),
+    })?;
+    let inst = op.instance();
+    if inst.inputs != given {
+        return Err(OpError::new_err(if inst.inputs == 1 {
+            format!("reduction `{id}` reads one input: call reduce(`{id}`, input, …)")
+        } else {
+            format!(
+                "reduction `{id}` reads {} inputs: call map_reduce(`{id}`, a, b, …)",
+                inst.inputs
+            )
+        }));
+    }
+    let shape = broadcast_shape(&ins)?;
+    let axes = reduce_axes(dim.as_ref(), shape.len())?;
+    let out_op = output_or_new(py, out_op, &ins[0], stream, || {
+        Ok((reduced_shape(&shape, &axes, keepdim), inst.out_elem))
+    })?;
+    run_axes_op(&op, ins, out_op, stream, &axes)
+}
+
 /// `out = reduction(input over dim)` by reduction id (`sum`, `prod`, `amin`, `amax`,
-/// `mean`, `sumsq`, `norm2`; `reduce_ids()`): `dim` is None (every axis), an axis or a
-/// sequence of axes; `keepdim` keeps the reduced axes as size 1 in an allocated output
-/// (`out`'s own shape says it otherwise). The GPU and the CPU twin reduce in the same order:
-/// the same bits on both.
+/// `mean`, `sumsq`, `norm2`, `argmin`, `argmax`, `all`, `any`; `reduce_ids()`): `dim` is
+/// None (every axis), an axis or a sequence of axes; `keepdim` keeps the reduced axes as
+/// size 1 in an allocated output (`out`'s own shape says it otherwise). An allocated output
+/// has the family's output type: the input's, int64 for `argmin`/`argmax` (the position in
+/// the row-major order of the reduced axes), bool for `all`/`any`. The GPU and the CPU twin
+/// reduce in the same order: the same bits on both.
 #[pyfunction]
 #[pyo3(signature = (id, input, dim=None, keepdim=false, *, out=None, stream=None))]
 #[allow(clippy::too_many_arguments)]
@@ -1336,20 +1441,27 @@ fn reduce<'py>(
     out: Option<Bound<'py, PyAny>>,
     stream: Option<Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyAny>> {
-    let (inp, out_op, stream) = one_input(py, input, out, stream, |shape| {
-        let a = reduce_axes(dim.as_ref(), shape.len())?;
-        let s = (0..shape.len())
-            .filter_map(|i| match (a.contains(&i), keepdim) {
-                (false, _) => Some(shape[i]),
-                (true, true) => Some(1),
-                (true, false) => None,
-            })
-            .collect();
-        Ok(s)
-    })?;
-    let axes = reduce_axes(dim.as_ref(), inp.shape.len())?;
-    let op = DynReduce::new(id, inp.elem.unwrap_or(ElemType::U8)).py()?;
-    run_one_input(&op, inp, out_op, stream, &axes)
+    reduce_call(py, id, vec![(input, "input")], dim, keepdim, out, stream)
+}
+
+/// `out = reduction(map(a, b) over dim)` in one pass, by the id of a reduction of two
+/// inputs (`sqdiff`: the sum of `(a - b)²`, `dot`: the sum of `a * b`): `a` and `b` have
+/// one element type and broadcast to one shape (NumPy's rule), which `dim` refers to;
+/// otherwise as `reduce`.
+#[pyfunction]
+#[pyo3(signature = (id, a, b, dim=None, keepdim=false, *, out=None, stream=None))]
+#[allow(clippy::too_many_arguments)]
+fn map_reduce<'py>(
+    py: Python<'py>,
+    id: &str,
+    a: Bound<'py, PyAny>,
+    b: Bound<'py, PyAny>,
+    dim: Option<Bound<'py, PyAny>>,
+    keepdim: bool,
+    out: Option<Bound<'py, PyAny>>,
+    stream: Option<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyAny>> {
+    reduce_call(py, id, vec![(a, "a"), (b, "b")], dim, keepdim, out, stream)
 }
 
 /// The reduction ids, sorted.
@@ -1358,6 +1470,17 @@ fn reduce_ids() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = reduce_instances().map(|i| i.op).collect();
     v.sort_unstable();
     v.dedup();
+    v
+}
+
+/// Every instantiated reduction family: `(reduction_id, input_type, inputs, output_type)`
+/// (type names such as `f32`; `inputs`: 1 for `reduce`, 2 for `map_reduce`), sorted.
+#[pyfunction]
+fn reduce_families() -> Vec<(&'static str, &'static str, usize, &'static str)> {
+    let mut v: Vec<_> = reduce_instances()
+        .map(|i| (i.op, i.elem.name(), i.inputs, i.out_elem.name()))
+        .collect();
+    v.sort_unstable();
     v
 }
 
@@ -1435,7 +1558,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_call_phases, m)?)?;
     m.add_function(wrap_pyfunction!(stencil, m)?)?;
     m.add_function(wrap_pyfunction!(reduce, m)?)?;
+    m.add_function(wrap_pyfunction!(map_reduce, m)?)?;
     m.add_function(wrap_pyfunction!(reduce_ids, m)?)?;
+    m.add_function(wrap_pyfunction!(reduce_families, m)?)?;
     m.add_function(wrap_pyfunction!(stencil_ids, m)?)?;
     m.add("Error", py.get_type::<Error>())?;
     m.add("LayoutError", py.get_type::<LayoutError>())?;

@@ -28,12 +28,22 @@ omitted; it may not share memory with the input) and ``stream=``. Borders clamp 
 [1.0, 3.0, 5.0, 7.0, 0.0]
 
 Every reduction is a function too (``sa.reduce_ids()``: ``sum``, ``prod``, ``amin``, ``amax``,
-``mean``, ``sumsq``, ``norm2``): its input, ``dim`` (None for every axis, an axis or a
-sequence of axes), ``keepdim``, then ``out=`` and ``stream=``. The GPU and the CPU twin
-reduce in one order, fixed by the reduction length, so they give the same bits:
+``mean``, ``sumsq``, ``norm2``, ``argmin``, ``argmax``, ``all``, ``any``): its input, ``dim``
+(None for every axis, an axis or a sequence of axes), ``keepdim``, then ``out=`` and
+``stream=``. An omitted ``out`` has the reduction's output type: the input's, int64 for
+``argmin``/``argmax``, bool for ``all``/``any``. The GPU and the CPU twin reduce in one order,
+fixed by the reduction length, so they give the same bits:
 
 >>> sa.sum(a, 1).tolist(), sa.amax(a, dim=0, keepdim=True).tolist()
 ([3.0, 12.0], [[3.0, 4.0, 5.0]])
+>>> sa.argmax(a, 1).tolist(), sa.any(a, 0).tolist()
+([2, 2], [True, True, True])
+
+Reductions of two inputs (``sqdiff``, ``dot``; :func:`map_reduce`) take ``a`` and ``b`` of one
+element type, broadcast to one shape, then ``dim`` and ``keepdim``:
+
+>>> sa.sqdiff(a, a[::-1]).item(), sa.dot(a, np.float32([1, 0, 1]), 1).tolist()
+(54.0, [2.0, 8.0])
 """
 
 from ._native import (  # noqa: F401
@@ -48,8 +58,10 @@ from ._native import (  # noqa: F401
     instances,
     module_info,
     op_ids,
+    map_reduce,
     preload,
     reduce,
+    reduce_families,
     reduce_ids,
     stencil,
     stencil_ids,
@@ -66,7 +78,9 @@ __all__ = [
     "stencil",
     "stencil_ids",
     "reduce",
+    "map_reduce",
     "reduce_ids",
+    "reduce_families",
     "Error",
     "LayoutError",
     "DtypeError",
@@ -139,9 +153,104 @@ def _reduce_fn(reduce_id):
     return run
 
 
-# One function per reduction id: `sa.sum`, `sa.amax`, `sa.mean`, ...
+def _map_reduce_fn(reduce_id):
+    def run(a, b, dim=None, keepdim=False, *, out=None, stream=None):
+        return map_reduce(reduce_id, a, b, dim, keepdim, out=out, stream=stream)
+
+    run.__name__ = run.__qualname__ = reduce_id
+    run.__doc__ = f"``out = {reduce_id}(a, b over dim)`` (see :func:`map_reduce`)."
+    return run
+
+
+def argmin(input, dim=None, keepdim=False, *, out=None, stream=None):
+    """The position of the smallest element over ``dim``, as int64: the first on ties, and a
+    NaN wins (as ``torch.argmin``). Over several axes (``dim`` a sequence, or None for all)
+    the position counts in the row-major order of the reduced axes, so ``dim=None`` gives the
+    index into the flattened input. A reduction over no elements raises :class:`OpError`.
+
+    >>> import numpy as np, strided_apply as sa
+    >>> x = np.array([[3, 1, 1], [2, np.nan, 0]], np.float32)
+    >>> sa.argmin(x, 1).tolist(), sa.argmin(x).item(), sa.argmin(x, 0, keepdim=True).tolist()
+    ([1, 1], 4, [[1, 1, 1]])
+    """
+    return reduce("argmin", input, dim, keepdim, out=out, stream=stream)
+
+
+def argmax(input, dim=None, keepdim=False, *, out=None, stream=None):
+    """The position of the largest element over ``dim``, as int64: the first on ties, and a
+    NaN wins (as ``torch.argmax``). Over several axes (``dim`` a sequence, or None for all)
+    the position counts in the row-major order of the reduced axes, so ``dim=None`` gives the
+    index into the flattened input. A reduction over no elements raises :class:`OpError`.
+
+    >>> import numpy as np, strided_apply as sa
+    >>> x = np.array([[1, 5, 5], [7, 2, np.nan]], np.float32)
+    >>> sa.argmax(x, 1).tolist(), sa.argmax(x[:, :2]).item()
+    ([1, 2], 2)
+    """
+    return reduce("argmax", input, dim, keepdim, out=out, stream=stream)
+
+
+def all(input, dim=None, keepdim=False, *, out=None, stream=None):
+    """Whether every element over ``dim`` is nonzero, as bool (NaN counts as true; over no
+    elements: True), as ``torch.all``.
+
+    >>> import numpy as np, strided_apply as sa
+    >>> x = np.array([[1, 2], [0, 3]], np.int32)
+    >>> sa.all(x, 1).tolist(), sa.all(np.float32([1, np.nan])).item()
+    ([True, False], True)
+    """
+    return reduce("all", input, dim, keepdim, out=out, stream=stream)
+
+
+def any(input, dim=None, keepdim=False, *, out=None, stream=None):
+    """Whether some element over ``dim`` is nonzero, as bool (NaN counts as true; over no
+    elements: False), as ``torch.any``.
+
+    >>> import numpy as np, strided_apply as sa
+    >>> x = np.array([[0, 0], [0, 3]], np.int32)
+    >>> sa.any(x, 1).tolist(), sa.any(np.zeros((0, 2), bool), 0).tolist()
+    ([False, True], [False, False])
+    """
+    return reduce("any", input, dim, keepdim, out=out, stream=stream)
+
+
+def sqdiff(a, b, dim=None, keepdim=False, *, out=None, stream=None):
+    """The sum of squared differences ``((a - b) ** 2).sum(dim)`` in one pass, without the
+    temporary: ``a`` and ``b`` of one floating type (f32, f64, f16, bf16), broadcast to one
+    shape that ``dim`` refers to. Each difference is rounded to the type, then squared and
+    summed (f16 and bf16 accumulate in f32); the output has the inputs' type.
+
+    >>> import numpy as np, strided_apply as sa
+    >>> a = np.float32([[1, 2, 3], [4, 5, 6]])
+    >>> sa.sqdiff(a, np.float32([1, 0, 1])).item(), sa.sqdiff(a, a[::-1], 1).tolist()
+    (67.0, [27.0, 27.0])
+    """
+    return map_reduce("sqdiff", a, b, dim, keepdim, out=out, stream=stream)
+
+
+def dot(a, b, dim=None, keepdim=False, *, out=None, stream=None):
+    """The sum of products ``(a * b).sum(dim)`` in one pass, without the temporary: ``a`` and
+    ``b`` of one floating type (f32, f64, f16, bf16), broadcast to one shape that ``dim``
+    refers to (default: every axis, a dot product of the flattened inputs). Each product is
+    rounded to the type, then summed (f16 and bf16 accumulate in f32); the output has the
+    inputs' type. Batched dot products and matrix-vector products are a ``dim`` away:
+
+    >>> import numpy as np, strided_apply as sa
+    >>> m = np.arange(6, dtype=np.float32).reshape(2, 3)
+    >>> v = np.float32([1, 0, 1])
+    >>> sa.dot(v, v).item(), sa.dot(m, v, 1).tolist(), sa.dot(m, m, -1, keepdim=True).tolist()
+    (2.0, [2.0, 8.0], [[5.0], [50.0]])
+    """
+    return map_reduce("dot", a, b, dim, keepdim, out=out, stream=stream)
+
+
+__all__ += ["argmin", "argmax", "all", "any", "sqdiff", "dot"]
+
+# One function per reduction id: `sa.sum`, `sa.amax`, `sa.mean`, ... (`sa.sqdiff`-like ones
+# for the ids of two inputs).
+_inputs = {f[0]: f[2] for f in reduce_families()}
 for _id in reduce_ids():
     if _id not in globals():
-        globals()[_id] = _reduce_fn(_id)
+        globals()[_id] = (_map_reduce_fn if _inputs[_id] == 2 else _reduce_fn)(_id)
         __all__.append(_id)
-del _id
+del _id, _inputs

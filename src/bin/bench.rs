@@ -73,7 +73,9 @@ const GROUPS: &[(&str, &[&str])] = &[
             "sum_perm13_f32",
             "sum_dim1_bf16",
             "amax_dim1_f32",
+            "argmax_dim1_f32",
             "sumsq_all_f32",
+            "sqdiff_all_f32",
         ],
     ),
     (
