@@ -1532,16 +1532,29 @@ fn module_info(device: i32) -> PyResult<Vec<String>> {
         .collect())
 }
 
-/// Loads the families of `op_ids` on CUDA device `device` now (before a CUDA graph capture:
-/// loading a module is not allowed while capturing).
+/// Loads the families of `op_ids` (pointwise ops, stencils, reductions) on CUDA device
+/// `device` now (before a CUDA graph capture: loading a module is not allowed while
+/// capturing).
 #[pyfunction]
 #[pyo3(signature = (op_ids, device=0))]
 fn preload(op_ids: Vec<String>, device: i32) -> PyResult<()> {
     let g = gpu(device)?;
     for id in &op_ids {
-        let info = op_info(id)?;
-        for inst in &info.instances {
-            g.preload_kernels(&inst.names).py()?;
+        let mut kernels: Vec<(&'static str, &'static str)> = Vec::new();
+        for r in reduce_instances().filter(|r| r.op == id) {
+            let n = &r.names;
+            kernels.extend([n.rows, n.cols, n.fin].map(|k| (n.module, k)));
+        }
+        for s in stencil_instances().filter(|s| s.op == id) {
+            kernels.extend([s.names.s32, s.names.s64].map(|k| (s.names.module, k)));
+        }
+        if kernels.is_empty() {
+            for inst in &op_info(id)?.instances {
+                g.preload_kernels(&inst.names).py()?;
+            }
+        }
+        for (module, kernel) in kernels {
+            g.kernel(module, kernel).py()?;
         }
     }
     Ok(())
