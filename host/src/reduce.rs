@@ -4,7 +4,9 @@
 //! The output's shape says whether the reduced axes are kept: the input's shape with each
 //! reduced axis set to 1 keeps them (PyTorch's `keepdim=True`), the input's shape without
 //! them drops them. Any layout of the input is taken: strided, reversed, permuted,
-//! broadcast.
+//! broadcast. The output's element type is the op's: the input's, `i64` for the arg
+//! reductions, `Bool` for all/any. `map_reduce(&gpu, MapReduce { reduce, map }, &mut out,
+//! (&a, &b), &axes)` reduces `map(a, b)` in one pass, `a` and `b` broadcast to one shape.
 //!
 //! GPU and CPU twin reduce in one order, a fixed function of the reduction length
 //! ([`gpu_kernels::reduce`]), so they agree bit for bit on every layout, every run.

@@ -640,6 +640,18 @@ impl PtxBuild {
         tc: &Toolchain,
         scratch: &Path,
     ) -> Result<CheckReport, BuildError> {
+        self.check_snapshot_archs(tc, scratch, None)
+    }
+
+    /// [`check_snapshot`](Self::check_snapshot), rebuilding only the PTX targets in
+    /// `archs` (all when `None`) and the cubins of those same architectures; those targets
+    /// are compared with the committed image's, the fingerprint in full.
+    pub fn check_snapshot_archs(
+        &self,
+        tc: &Toolchain,
+        scratch: &Path,
+        archs: Option<&[u32]>,
+    ) -> Result<CheckReport, BuildError> {
         use strided_apply_image::{Image, Kind};
         let mut report = CheckReport::default();
         let fp = self.fingerprint()?;
@@ -647,7 +659,21 @@ impl PtxBuild {
             report.stale.push("FINGERPRINT (sources changed)".into());
         }
         let committed_bytes = std::fs::read(self.snapshot_image())?;
-        let fresh = self.build_code(tc, scratch)?;
+        let fresh = match archs {
+            None => self.build_code(tc, scratch)?,
+            Some(only) => {
+                let mut sub = self.clone();
+                sub.archs.retain(|a| only.contains(a));
+                sub.cubins
+                    .retain(|(sm, from)| only.contains(sm) && only.contains(from));
+                sub.ptx_stored.retain(|a| only.contains(a));
+                report.notes.push(format!(
+                    "only the PTX targets {:?} and their cubins {:?} were rebuilt and compared",
+                    sub.archs, sub.cubins
+                ));
+                sub.build_code(tc, scratch)?
+            }
+        };
         report.stats = fresh.iter().map(|c| c.stats.clone()).collect();
         let committed = match Image::parse(&committed_bytes) {
             Ok(i) => i,
@@ -658,11 +684,26 @@ impl PtxBuild {
                 return Ok(report);
             }
         };
-        let targets: Vec<_> = fresh.iter().map(|c| c.target).collect();
-        if committed.targets() != targets.as_slice() {
+        // The committed index of each fresh target (all of them, in order, for a full check).
+        let mut index = Vec::with_capacity(fresh.len());
+        for c in &fresh {
+            match committed.targets().iter().position(|t| *t == c.target) {
+                Some(t) => index.push(t),
+                None => {
+                    report.stale.push(format!(
+                        "targets: committed {:?}, fresh {:?}",
+                        committed.targets(),
+                        fresh.iter().map(|c| c.target).collect::<Vec<_>>()
+                    ));
+                    return Ok(report);
+                }
+            }
+        }
+        if archs.is_none() && committed.targets().len() != fresh.len() {
             report.stale.push(format!(
-                "targets: committed {:?}, fresh {targets:?}",
-                committed.targets()
+                "targets: committed {:?}, fresh {:?}",
+                committed.targets(),
+                fresh.iter().map(|c| c.target).collect::<Vec<_>>()
             ));
             return Ok(report);
         }
@@ -679,7 +720,7 @@ impl PtxBuild {
         let names: Vec<&str> = (0..committed.len())
             .map(|f| committed.family_name(f))
             .collect();
-        for (t, code) in fresh.iter().enumerate() {
+        for (code, &t) in fresh.iter().zip(&index) {
             let target = code.target;
             let fresh_names: Vec<&str> = code.frames.iter().map(|(n, _)| n.as_str()).collect();
             if fresh_names != names {

@@ -87,8 +87,21 @@ fn main() {
     );
     if check {
         let scratch = build.target_dir.join("check");
+        // `STRIDED_APPLY_CHECK_ARCHS=90` (comma-separated): rebuild and compare only those
+        // PTX targets and the cubins of those architectures (CI's time budget).
+        let archs: Option<Vec<u32>> = std::env::var("STRIDED_APPLY_CHECK_ARCHS").ok().map(|v| {
+            v.split(',')
+                .map(|a| {
+                    a.trim().parse().unwrap_or_else(|_| {
+                        fail(format!(
+                            "STRIDED_APPLY_CHECK_ARCHS: `{a}` is not an sm number"
+                        ))
+                    })
+                })
+                .collect()
+        });
         let r = build
-            .check_snapshot(&tc, &scratch)
+            .check_snapshot_archs(&tc, &scratch, archs.as_deref())
             .unwrap_or_else(|e| fail(e.to_string()));
         let spills_ok = report(&r.stats);
         for n in &r.notes {
