@@ -88,7 +88,7 @@ fn main() {
     if check {
         let scratch = build.target_dir.join("check");
         // `STRIDED_APPLY_CHECK_ARCHS=90` (comma-separated): rebuild and compare only those
-        // PTX targets and the cubins of those architectures (CI's time budget).
+        // PTX targets and the cubins made from them (CI's time budget).
         let archs: Option<Vec<u32>> = std::env::var("STRIDED_APPLY_CHECK_ARCHS").ok().map(|v| {
             v.split(',')
                 .map(|a| {
