@@ -956,25 +956,11 @@ where
     T: Elem,
     OutOf<S, T, K>: crate::verify::Distance,
 {
-    let mut on_cpu = out.0.to_vec();
-    reduce_n_cpu(op, (&mut on_cpu, out.1), inputs, axes)?;
-    let mut d_out =
-        DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
-    let d_in = inputs
-        .iter()
-        .map(|x| DeviceTensor::from_slice(gpu, x.0, &[x.0.len()])?.with_layout(x.1.clone()))
-        .collect::<Result<Vec<_>>>()?;
-    reduce_n(
+    crate::verify::with_inputs(
         gpu,
-        op,
-        &mut d_out,
-        core::array::from_fn(|k| &d_in[k]),
-        axes,
-    )?;
-    let got = d_out.buffer_to_vec(gpu)?;
-    Ok(crate::verify::first_mismatch(
-        &got,
-        &on_cpu,
-        gpu_kernels::ops::Tolerance::Exact,
-    ))
+        out,
+        inputs,
+        |on_cpu| reduce_n_cpu(op, (on_cpu, out.1), inputs, axes),
+        |d_out, d_in| reduce_n(gpu, op, d_out, d_in, axes),
+    )
 }

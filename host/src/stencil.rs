@@ -425,11 +425,11 @@ pub fn verify<S: StencilKernels<T>, T: crate::verify::Distance>(
     input: (&[T], &Layout),
     axes: &[usize],
 ) -> Result<Option<crate::verify::Mismatch<T>>> {
-    crate::verify::one_input(
+    crate::verify::with_inputs(
         gpu,
         out,
-        input,
+        [input],
         |on_cpu| apply_cpu(op, (on_cpu, out.1), input, axes),
-        |d_out, d_in| apply(gpu, op, d_out, d_in, axes),
+        |d_out, [d_in]| apply(gpu, op, d_out, d_in, axes),
     )
 }

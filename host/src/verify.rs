@@ -91,23 +91,25 @@ pub fn twin_tolerance<Op: Accuracy>() -> Tolerance {
     }
 }
 
-/// The one-input GPU-against-twin check (stencils, reductions): `cpu` runs the twin on a
-/// copy of `out`'s buffer, `on_gpu` the GPU on uploads of both buffers viewed through their
-/// layouts; the first element of the whole output buffer where they differ (exact).
-pub(crate) fn one_input<O: Distance, T: Elem>(
+/// The GPU-against-twin check of stencils and reductions: `cpu` runs the twin on a copy of
+/// `out`'s buffer, `on_gpu` the GPU on uploads of every buffer viewed through its layout;
+/// the first element of the whole output buffer where they differ (exact).
+pub(crate) fn with_inputs<O: Distance, T: Elem, const K: usize>(
     gpu: &Gpu,
     out: (&[O], &Layout),
-    input: (&[T], &Layout),
+    inputs: [(&[T], &Layout); K],
     cpu: impl FnOnce(&mut [O]) -> Result<()>,
-    on_gpu: impl FnOnce(&mut DeviceTensor<O>, &DeviceTensor<T>) -> Result<()>,
+    on_gpu: impl FnOnce(&mut DeviceTensor<O>, [&DeviceTensor<T>; K]) -> Result<()>,
 ) -> Result<Option<Mismatch<O>>> {
     let mut on_cpu = out.0.to_vec();
     cpu(&mut on_cpu)?;
     let mut d_out =
         DeviceTensor::from_slice(gpu, out.0, &[out.0.len()])?.with_layout(out.1.clone())?;
-    let d_in =
-        DeviceTensor::from_slice(gpu, input.0, &[input.0.len()])?.with_layout(input.1.clone())?;
-    on_gpu(&mut d_out, &d_in)?;
+    let d_in = inputs
+        .iter()
+        .map(|x| DeviceTensor::from_slice(gpu, x.0, &[x.0.len()])?.with_layout(x.1.clone()))
+        .collect::<Result<Vec<_>>>()?;
+    on_gpu(&mut d_out, std::array::from_fn(|k| &d_in[k]))?;
     let got = d_out.buffer_to_vec(gpu)?;
     Ok(first_mismatch(&got, &on_cpu, Tolerance::Exact))
 }
