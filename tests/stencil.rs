@@ -371,3 +371,24 @@ fn stencils_by_id_equal_the_typed_twin() {
     .unwrap_err();
     assert!(matches!(e, Error::StencilOverlap { .. }), "{e}");
 }
+
+#[test]
+fn the_planner_takes_the_tiled_body_for_warp_wide_32_bit_frames() {
+    let plan = |shape: &[usize], axes: &[usize]| {
+        let l = Layout::contiguous(shape).unwrap();
+        stencil::plan_stencil(&l, &l, axes).unwrap()
+    };
+    // x (the first frame axis) 32 or more positions wide, 32-bit offsets: tiled.
+    let p = plan(&[64, 32], &[1, 0]);
+    assert!(p.index32 && p.tiled, "{p:?}");
+    assert!(plan(&[8, 40, 3], &[1, 2]).tiled);
+    // A narrow x takes the generic body, whatever the other axes.
+    assert!(!plan(&[64, 31], &[1, 0]).tiled);
+    assert!(!plan(&[4096, 8], &[1]).tiled);
+    // Offsets beyond 32 bits: a broadcast input keeps the buffer small, the output's span
+    // (2^31 + 32 elements) needs 64-bit indices, so the generic 64-bit body.
+    let big = Layout::new(&[1 << 26, 33], &[33, 1], 0).unwrap();
+    let row = Layout::new(&[1 << 26, 33], &[0, 1], 0).unwrap();
+    let p = stencil::plan_stencil(&big, &row, &[1]).unwrap();
+    assert!(!p.index32 && !p.tiled, "{p:?}");
+}

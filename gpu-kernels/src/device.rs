@@ -47,6 +47,13 @@ pub fn tile_thread() -> (u32, u32, u32) {
     }
 }
 
+/// Blocks in the grid (`gridDim.x`).
+#[inline(always)]
+pub fn grid_blocks() -> u32 {
+    // SAFETY: reading a special register has no preconditions.
+    unsafe { nvptx::_grid_dim_x() as u32 }
+}
+
 /// Block-wide barrier.
 #[inline(always)]
 pub fn sync_threads() {

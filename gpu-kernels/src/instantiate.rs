@@ -120,7 +120,7 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// produces `add_f32_v`, `add_f32_t`, `add_f32_c`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
-/// (`lap2_f32_s`, `lap2_f32_s64`), and `reduce [sum f32]: Sum => (f32);` a
+/// (`lap2_f32_s`, `lap2_f32_s64`, tiled `lap2_f32_st`), and `reduce [sum f32]: Sum => (f32);` a
 /// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`) over one input;
 /// `reduce [dot f32]: MapReduce<Sum, Mul> => (f32, f32);` one over two inputs mapped
 /// first ([`MapReduce`](crate::reduce::MapReduce)). The op type must be `#[repr(C)]` (host and GPU are
@@ -148,12 +148,14 @@ macro_rules! kernels {
     (@arity stencil [$($part:ident)+] $op:ty; $t:ty) => {
         $crate::kernels!(@stencil_entry [$($part)+] "s" u32, $op; $t);
         $crate::kernels!(@stencil_entry [$($part)+] "s64" u64, $op; $t);
+        $crate::kernels!(@stencil_tiled_entry [$($part)+] $op; $t);
         $crate::__register_stencil!([$($part)+] $op; $t);
         impl $crate::stencil::StencilKernels<$t> for $op {
             const NAMES: $crate::stencil::StencilNames = $crate::stencil::StencilNames {
                 module: env!("CARGO_PKG_NAME"),
                 s32: concat!($(stringify!($part), "_",)+ "s"),
                 s64: concat!($(stringify!($part), "_",)+ "s64"),
+                tiled: concat!($(stringify!($part), "_",)+ "st"),
             };
         }
     };
@@ -223,6 +225,30 @@ macro_rules! kernels {
                 let (first, step) = $crate::device::thread_range::<$I>();
                 // SAFETY: the host proved the StencilGeometry invariants for this launch.
                 unsafe { $crate::stencil::stencil(op.op, n, &g, out, inp, first, step) }
+            }
+        };
+    };
+    (@stencil_tiled_entry [$($part:ident)+] $op:ty; $t:ty) => {
+        #[cfg(target_arch = "nvptx64")]
+        const _: () = {
+            #[export_name = concat!($(stringify!($part), "_",)+ "st")]
+            #[allow(improper_ctypes_definitions)]
+            unsafe extern "ptx-kernel" fn entry(
+                op: $crate::apply::OpArg<$op>,
+                n: u32,
+                g: $crate::stencil::StencilGeometry<u32>,
+                out: *mut $t,
+                inp: *const $t,
+            ) {
+                let _ = n;
+                let (lane, row, block) = $crate::device::tile_thread();
+                // SAFETY: the host proved the StencilGeometry invariants for a 32-bit
+                // launch and launched blocks of TILE_LANES × TILE_LINES threads.
+                unsafe {
+                    $crate::stencil::stencil_tiled::<_, $t, { $crate::stencil::tile_elems(::core::mem::size_of::<$t>()) }>(
+                        op.op, &g, out, inp, lane, row, block, $crate::device::grid_blocks(),
+                    )
+                }
             }
         };
     };

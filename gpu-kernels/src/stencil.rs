@@ -23,6 +23,8 @@
 
 use crate::geometry::Index;
 use crate::math::Num;
+use core::mem::MaybeUninit;
+use core::num::NonZeroU32;
 
 /// Axes of a stencil launch: `x`, `y`, `z` of the stencil frame, then up to three batch axes.
 pub const STENCIL_DIMS: usize = 6;
@@ -47,7 +49,7 @@ pub struct StencilGeometry<I> {
 }
 
 /// The input around one output element: [`Taps::at`] reads the neighbour at an offset,
-/// clamped to the edges. Only the stencil body makes one, for an in-range element.
+/// clamped to the edges. Only the stencil bodies make one, for an in-range element.
 pub struct Taps<T> {
     inp: *const T,
     /// Input offset of the element's batch position.
@@ -58,6 +60,10 @@ pub struct Taps<T> {
     last: [isize; 3],
     /// Input strides along x, y, z.
     stride: [isize; 3],
+    /// The tiled body's register window: the input at `(x, y - 1 ..= y + 1, z)`, y
+    /// clamped, when `windowed` (uninitialised otherwise).
+    window: MaybeUninit<[T; 3]>,
+    windowed: bool,
 }
 
 impl<T: Copy> Taps<T> {
@@ -65,10 +71,19 @@ impl<T: Copy> Taps<T> {
     /// `0..size` (clamp-to-edge). Offsets are meant to be literals (they fold away).
     #[inline(always)]
     pub fn at(&self, dx: i32, dy: i32, dz: i32) -> T {
+        if self.windowed && dx == 0 && dz == 0 && -1 <= dy && dy <= 1 {
+            // SAFETY: `windowed` is only set together with an initialised window.
+            return unsafe { self.window.assume_init_ref()[(dy + 1) as usize] };
+        }
         let d = [dx as isize, dy as isize, dz as isize];
         let mut off = self.base;
         let mut k = 0;
         while k < 3 {
+            // SAFETY: a `Taps` is only made for an in-range element (see the struct), so
+            // the clamp below needs one side only for a literal offset.
+            unsafe {
+                core::hint::assert_unchecked(0 <= self.pos[k] && self.pos[k] <= self.last[k])
+            };
             let c = self.pos[k] + d[k];
             let c = if c < 0 {
                 0
@@ -80,9 +95,9 @@ impl<T: Copy> Taps<T> {
             off += c * self.stride[k];
             k += 1;
         }
-        // SAFETY: `Taps` is only made by `stencil` for an in-range element; the clamped
-        // coordinates are in range, so by the geometry's invariant 2 the offset is inside
-        // the input buffer.
+        // SAFETY: `Taps` is only made by the stencil bodies for an in-range element; the
+        // clamped coordinates are in range, so by the geometry's invariant 2 the offset is
+        // inside the input buffer.
         unsafe { *self.inp.offset(off) }
     }
 }
@@ -149,11 +164,170 @@ pub unsafe fn stencil<S: Stencil<T>, T: Copy, I: Index>(
                 g.strides[1][1].signed(),
                 g.strides[1][2].signed(),
             ],
+            window: MaybeUninit::uninit(),
+            windowed: false,
         };
         // SAFETY: invariants 2 and 3: the output offset is in bounds and no other index
         // writes it; the input is not written by this launch.
         unsafe { *out.offset(o_off.signed()) = op.apply(&taps) };
         i = i.wadd(step);
+    }
+}
+
+/// Threads of a tiled stencil block along x (one warp).
+pub const TILE_LANES: u32 = 32;
+/// Threads of a tiled stencil block across lines.
+pub const TILE_LINES: u32 = 8;
+/// y positions in one line (one thread walks them).
+pub const TILE_WALK: u32 = 16;
+
+/// Elements along x one thread of the tiled body takes, `TILE_LANES` apart: 16 bytes'
+/// worth, 1 to 8.
+pub const fn tile_elems(size: usize) -> usize {
+    let v = if size == 0 { 8 } else { 16 / size };
+    if v < 1 {
+        1
+    } else if v > 8 {
+        8
+    } else {
+        v
+    }
+}
+
+/// Blocks of the tiled body over frame and batch sizes `sizes` (as [`StencilGeometry`]
+/// holds them) for elements of `size` bytes: x tiles of `TILE_LANES * tile_elems(size)`
+/// positions times groups of `TILE_LINES` lines, where a line is up to `TILE_WALK` y
+/// positions at one z and batch position.
+pub const fn tiled_tasks(sizes: &[u64; STENCIL_DIMS], size: usize) -> u64 {
+    let x_tiles = sizes[0].div_ceil(TILE_LANES as u64 * tile_elems(size) as u64);
+    let lines = sizes[2] * sizes[1].div_ceil(TILE_WALK as u64) * sizes[3] * sizes[4] * sizes[5];
+    x_tiles * lines.div_ceil(TILE_LINES as u64)
+}
+
+/// The tiled stencil body, with no division per element. Task `t` (of [`tiled_tasks`]) is
+/// an x tile of `TILE_LANES * V` positions by `TILE_LINES` lines, lines numbered z fastest,
+/// so a block's lines are neighbours along z. A thread takes `V` x positions `TILE_LANES`
+/// apart in its line and walks the line along y, keeping the input at `y - 1`, `y` and
+/// `y + 1` in registers (the [`Taps`] window: one new load per position for every tap along
+/// y); the other taps are loads that mostly hit what the block has just read.
+///
+/// This thread is `lane` (x) and `row` (line) of its block and takes tasks `first, first +
+/// step, …`.
+///
+/// # Safety
+/// The [`StencilGeometry`] invariants hold for `out` and `inp` with 32-bit indices; the
+/// block is `TILE_LANES × TILE_LINES` threads with `lane < TILE_LANES`, `row < TILE_LINES`.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
+    op: S,
+    g: &StencilGeometry<u32>,
+    out: *mut T,
+    inp: *const T,
+    lane: u32,
+    row: u32,
+    first: u32,
+    step: u32,
+) {
+    let sizes = g.sizes;
+    // SAFETY: invariant 1, every size is at least 1 (divisors without a zero check).
+    let nonzero = |d: usize| unsafe { NonZeroU32::new_unchecked(sizes[d]) };
+    let (nx, ny, nz) = (sizes[0], sizes[1], nonzero(2));
+    // Both fit and are at least 1: invariant 1 bounds the element count, which bounds them.
+    // SAFETY: nx, ny >= 1.
+    let x_tiles = unsafe { NonZeroU32::new_unchecked(nx.div_ceil(TILE_LANES * V as u32)) };
+    let segments = unsafe { NonZeroU32::new_unchecked(ny.div_ceil(TILE_WALK)) };
+    let lines = nz.get() * segments.get() * sizes[3] * sizes[4] * sizes[5];
+    let tasks = x_tiles.get() * lines.div_ceil(TILE_LINES);
+    let (mut so, mut si) = ([0isize; STENCIL_DIMS], [0isize; STENCIL_DIMS]);
+    unrolled!(STENCIL_DIMS, |d| {
+        so[d] = g.strides[0][d] as i32 as isize;
+        si[d] = g.strides[1][d] as i32 as isize;
+    });
+    let last = [nx as isize - 1, ny as isize - 1, nz.get() as isize - 1];
+    let mut task = first;
+    while task < tasks {
+        let (group, tile) = (task / x_tiles, task % x_tiles);
+        let line = group * TILE_LINES + row;
+        if line < lines {
+            let z = line % nz;
+            let mut rest = line / nz;
+            let segment = rest % segments;
+            rest /= segments;
+            // Batch position: offsets of the output element at (0, 0, z) and of the
+            // input's batch origin.
+            let (mut ob, mut ib) = (z as isize * so[2], 0isize);
+            unrolled!(STENCIL_DIMS, |d| {
+                if d >= 3 {
+                    let c = if d + 1 == STENCIL_DIMS {
+                        rest
+                    } else {
+                        let c = rest % nonzero(d);
+                        rest /= nonzero(d);
+                        c
+                    } as isize;
+                    ob += c * so[d];
+                    ib += c * si[d];
+                }
+            });
+            let zi = ib + z as isize * si[2];
+            // x positions, clamped so every load stays in range; `live` ones are stored.
+            let x0 = tile * TILE_LANES * V as u32 + lane;
+            let mut xs = [0isize; V];
+            let mut live = [false; V];
+            unrolled!(V, |j| {
+                let x = x0 + (j as u32) * TILE_LANES;
+                live[j] = x < nx;
+                xs[j] = if x < nx { x as isize } else { last[0] };
+            });
+            // SAFETY (the closure's loads): x, y are in range and z, the batch position
+            // are the line's, so by invariant 2 the offset is inside the input buffer.
+            let load = |x: isize, y: isize| unsafe { *inp.offset(zi + x * si[0] + y * si[1]) };
+            let y0 = (segment * TILE_WALK) as isize;
+            let y1 = (y0 + TILE_WALK as isize).min(ny as isize);
+            let above = if y0 > 0 { y0 - 1 } else { 0 };
+            let c = load(xs[0], y0);
+            let mut window = [[c; 3]; V];
+            unrolled!(V, |j| {
+                window[j] = [load(xs[j], above), load(xs[j], y0), c];
+            });
+            let mut y = y0;
+            while y < y1 {
+                let below = if y < last[1] { y + 1 } else { last[1] };
+                unrolled!(V, |j| {
+                    window[j][2] = load(xs[j], below);
+                });
+                // Every value before any store: a load of element `j + 1` cannot then move
+                // past the (possibly aliasing, to LLVM) store of element `j`, so all of this
+                // position's loads are in flight together.
+                let mut v = [c; V];
+                unrolled!(V, |j| {
+                    let taps = Taps {
+                        inp,
+                        base: ib,
+                        pos: [xs[j], y, z as isize],
+                        last,
+                        stride: [si[0], si[1], si[2]],
+                        window: MaybeUninit::new(window[j]),
+                        windowed: true,
+                    };
+                    v[j] = op.apply(&taps);
+                    window[j] = [window[j][1], window[j][2], window[j][2]];
+                });
+                unrolled!(V, |j| {
+                    if live[j] {
+                        // SAFETY: invariants 2 and 3 for the in-range (x, y, z, batch):
+                        // in bounds, and written by this thread only.
+                        unsafe { *out.offset(ob + xs[j] * so[0] + y * so[1]) = v[j] };
+                    }
+                });
+                y += 1;
+            }
+        }
+        task = match task.checked_add(step) {
+            Some(t) => t,
+            None => break,
+        };
     }
 }
 
@@ -258,6 +432,15 @@ pub struct StencilNames {
     pub s32: &'static str,
     /// 64-bit index.
     pub s64: &'static str,
+    /// The tiled body ([`stencil_tiled`]), 32-bit index.
+    pub tiled: &'static str,
+}
+
+impl StencilNames {
+    /// Every kernel of the stencil (what a launch may pick).
+    pub const fn kernels(&self) -> [&'static str; 3] {
+        [self.s32, self.s64, self.tiled]
+    }
 }
 
 /// A stencil instantiated over `T` (by `kernels!`'s `stencil` lines).
@@ -288,6 +471,88 @@ mod tests {
         // SAFETY: dense layouts of n elements, distinct buffers.
         unsafe { stencil(op, n, &g, out.as_mut_ptr(), inp.as_ptr(), 0, 1) };
         out
+    }
+
+    /// The tiled body, every thread of every block run in turn (it has no barriers), over
+    /// a geometry with batch axes: equal to the generic body, element for element.
+    fn tiled_equals_generic<S: Stencil<f64>>(op: S, sizes: [u32; STENCIL_DIMS], grid: u32) {
+        let n: u32 = sizes.iter().product();
+        // Output dense; input dense in the reversed axis order (x has a large stride).
+        let mut g = StencilGeometry {
+            sizes,
+            strides: [[0u32; STENCIL_DIMS]; 2],
+        };
+        let (mut so, mut si) = (1u32, 1u32);
+        for d in 0..STENCIL_DIMS {
+            g.strides[0][d] = so;
+            so *= sizes[d];
+            g.strides[1][STENCIL_DIMS - 1 - d] = si;
+            si *= sizes[STENCIL_DIMS - 1 - d];
+        }
+        let inp: std::vec::Vec<f64> = (0..n).map(|v| ((v * 7919) % 1009) as f64).collect();
+        let mut want = std::vec![f64::NAN; n as usize];
+        let mut got = std::vec![f64::NAN; n as usize];
+        // SAFETY: dense layouts of n elements (a permutation for the input), distinct buffers.
+        unsafe { stencil(op, n, &g, want.as_mut_ptr(), inp.as_ptr(), 0, 1) };
+        let tasks = tiled_tasks(&sizes.map(|s| s as u64), 8) as u32;
+        assert!(tasks >= 1);
+        for block in 0..grid {
+            for row in 0..TILE_LINES {
+                for lane in 0..TILE_LANES {
+                    // SAFETY: as above; the threads of a block run in turn.
+                    unsafe {
+                        stencil_tiled::<_, f64, { tile_elems(8) }>(
+                            op,
+                            &g,
+                            got.as_mut_ptr(),
+                            inp.as_ptr(),
+                            lane,
+                            row,
+                            block,
+                            grid,
+                        )
+                    };
+                }
+            }
+        }
+        for i in 0..n as usize {
+            assert_eq!(got[i].to_bits(), want[i].to_bits(), "{sizes:?} element {i}");
+        }
+    }
+
+    #[test]
+    fn the_tiled_body_equals_the_generic_one() {
+        // x tiles of 64 f64 positions, lines of 16 y positions, 8 lines per block.
+        let shapes = [
+            [1000, 1, 1, 1, 1, 1],
+            [70, 37, 1, 1, 1, 1],
+            [65, 17, 9, 1, 1, 1],
+            [33, 16, 3, 2, 3, 1],
+            [130, 5, 1, 4, 1, 3],
+        ];
+        for sizes in shapes {
+            let tasks = tiled_tasks(&sizes.map(|s| s as u64), 8) as u32;
+            // One block per task, and fewer blocks than tasks (blocks loop).
+            for grid in [tasks, 3] {
+                tiled_equals_generic(Laplacian2, sizes, grid);
+                tiled_equals_generic(Laplacian3, sizes, grid);
+                tiled_equals_generic(ForwardDiff, sizes, grid);
+                tiled_equals_generic(Shift::<0, -1, 0>, sizes, grid);
+                tiled_equals_generic(Shift::<0, 1, 0>, sizes, grid);
+                tiled_equals_generic(Shift::<0, 0, -1>, sizes, grid);
+                tiled_equals_generic(Wide, sizes, grid);
+            }
+        }
+    }
+
+    /// Taps beyond the register window (two positions along y, diagonal): loads.
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Wide;
+    impl Stencil<f64> for Wide {
+        fn apply(&self, t: &Taps<f64>) -> f64 {
+            t.at(0, 2, 0) - 3.0 * t.at(0, -2, 0) + 5.0 * t.at(1, 1, -1) + t.at(0, 1, 0)
+        }
     }
 
     #[test]

@@ -456,6 +456,16 @@ impl Gpu {
         Ok(())
     }
 
+    /// [`preload_kernels`](Self::preload_kernels) for a stencil: its family and every kernel
+    /// a launch may pick (`<Laplacian2 as StencilKernels<f32>>::NAMES`, or a
+    /// `DynStencil`'s `instance().names`).
+    pub fn preload_stencil(&self, names: &gpu_kernels::stencil::StencilNames) -> Result<()> {
+        for kernel in names.kernels() {
+            self.kernel(names.module, kernel)?;
+        }
+        Ok(())
+    }
+
     /// Kernel `kernel` of module `module` (loaded on first use and cached), for callers
     /// that launch kernels themselves through cudarc (re-exported as `cudarc`).
     pub fn kernel(&self, module: &'static str, kernel: &'static str) -> Result<CudaFunction> {

@@ -26,7 +26,7 @@
 use crate::api::{params, Region};
 use crate::cpu::{region, SendPtr};
 use crate::error::{Error, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{Gpu, LaunchShape};
 use crate::layout::Layout;
 use crate::plan::MAX_GRID_THREADS;
 use crate::tensor::DeviceTensor;
@@ -55,7 +55,15 @@ pub struct StencilPlan {
     pub base: [usize; 2],
     /// Whether 32-bit index arithmetic covers the launch.
     pub index32: bool,
+    /// Whether the launch takes the tiled body
+    /// ([`stencil_tiled`](gpu_kernels::stencil::stencil_tiled)): a 32-bit launch whose x
+    /// axis has at least [`TILED_MIN_X`] positions (a warp's worth). The generic body
+    /// (a division walk per element) takes the rest.
+    pub tiled: bool,
 }
+
+/// Fewest x positions for the tiled body: below a warp, most of its lanes would idle.
+pub const TILED_MIN_X: u64 = body::TILE_LANES as u64;
 
 impl StencilPlan {
     pub fn geometry<I: Index>(&self) -> StencilGeometry<I> {
@@ -147,6 +155,7 @@ pub fn plan_stencil(out: &Layout, input: &Layout, axes: &[usize]) -> Result<Sten
         strides,
         base: [out.offset(), input.offset()],
         index32,
+        tiled: index32 && sizes[0] >= TILED_MIN_X,
     })
 }
 
@@ -189,13 +198,15 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
             &S::NAMES,
             (&op as *const OpArg<S>).cast(),
             &plan,
+            size_of::<T>(),
             ptrs,
             gpu.stream().cu_stream(),
         )
     }
 }
 
-/// Launches a checked stencil plan (nothing for an empty one).
+/// Launches a checked stencil plan (nothing for an empty one) over elements of
+/// `elem_size` bytes.
 ///
 /// # Safety
 /// `ptrs` are the device addresses of the output's and the input's elements at
@@ -208,11 +219,33 @@ unsafe fn launch_planned(
     names: &StencilNames,
     op: *const c_void,
     plan: &StencilPlan,
+    elem_size: usize,
     ptrs: [u64; 2],
     stream: CUstream,
 ) -> Result<()> {
     if plan.numel == 0 {
         return Ok(());
+    }
+    if plan.tiled {
+        let tasks = body::tiled_tasks(&plan.sizes, elem_size);
+        let shape = LaunchShape {
+            grid: tasks.min(i32::MAX as u64) as u32,
+            block: (body::TILE_LANES, body::TILE_LINES),
+            shared_bytes: 0,
+        };
+        let (n, g) = (plan.numel as u32, plan.geometry::<u32>());
+        // SAFETY: the tiled entry takes the same parameters as the 32-bit one, in blocks
+        // of TILE_LANES × TILE_LINES threads (any grid: it loops over its tasks); the plan
+        // is 32-bit; the caller's contract covers the rest.
+        return unsafe {
+            gpu.launch_named(
+                names.module,
+                names.tiled,
+                shape,
+                stream,
+                params(op, &n, &g, &ptrs).as_mut(),
+            )
+        };
     }
     let shape = gpu.shape_1d(plan.numel);
     // SAFETY: the parameter lists are (OpArg<S>, I, StencilGeometry<I>, *mut T, *const T)
@@ -380,6 +413,7 @@ mod dynamic {
                     &self.instance.names,
                     self.value.as_ptr().cast(),
                     &plan,
+                    size as usize,
                     ptrs,
                     stream,
                 )

@@ -1546,7 +1546,7 @@ fn preload(op_ids: Vec<String>, device: i32) -> PyResult<()> {
             kernels.extend([n.rows, n.cols, n.fin].map(|k| (n.module, k)));
         }
         for s in stencil_instances().filter(|s| s.op == id) {
-            kernels.extend([s.names.s32, s.names.s64].map(|k| (s.names.module, k)));
+            kernels.extend(s.names.kernels().map(|k| (s.names.module, k)));
         }
         if kernels.is_empty() {
             for inst in &op_info(id)?.instances {

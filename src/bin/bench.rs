@@ -63,7 +63,7 @@ const GROUPS: &[(&str, &[&str])] = &[
     ("cast", &["cast"]),
     ("mixed", &["mixed_broadcast_row", "mixed_contiguous"]),
     ("divmul", &["fused_divmul", "three_kernel_divmul"]),
-    ("stencil", &["stencil_laplacian2"]),
+    ("stencil", &["stencil_laplacian2", "stencil_laplacian3"]),
     (
         "reduce",
         &[
@@ -318,6 +318,29 @@ where
     };
     let bytes = n * (size_of::<O>() + size_of::<A>());
     report(case, &dtype, n, bytes, ms, &check);
+    Ok(())
+}
+
+/// Times `out = op(neighbours of input)` over a dense random f32 tensor of `shape` and
+/// checks the result against the CPU twin (bytes: input read once + output written once).
+fn bench_stencil<S: gpu_kernels::stencil::StencilKernels<f32>>(
+    gpu: &Gpu,
+    case: &str,
+    op: S,
+    shape: &[usize],
+    axes: &[usize],
+) -> Result<()> {
+    let n: usize = shape.iter().product();
+    let x = dense(shape, 22, rand_f32)?;
+    let d_x = DeviceTensor::from_slice(gpu, &x.host, shape)?;
+    let mut out = DeviceTensor::from_slice(gpu, &vec![f32::NAN; n], shape)?;
+    stencil::apply(gpu, op, &mut out, &d_x, axes)?;
+    let got = out.to_vec(gpu)?;
+    let mut want = vec![f32::NAN; n];
+    stencil::apply_cpu(op, (&mut want, &x.layout), (&x.host, &x.layout), axes)?;
+    let check = check_label(&got, &want);
+    let ms = median_ms(gpu, |_| stencil::apply(gpu, op, &mut out, &d_x, axes))?;
+    report(case, "f32", n, 2 * n * 4, ms, &check);
     Ok(())
 }
 
@@ -663,28 +686,14 @@ fn main() -> Result<()> {
         let ms = median_ms(&gpu, |_| three(&mut t, &mut u, &mut c))?;
         report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
     }
-    // Stencil: 2-D Laplacian of a big × big f32 image (bytes: input read once + output).
+    // Stencils: the 2-D Laplacian of a big × big f32 image and the 3-D one of a cube, x
+    // along the unit-stride axis (bytes: input read once + output written once).
     if want("stencil") {
-        let img = dense(&[big, big], 22, rand_f32)?;
-        let d_img = DeviceTensor::from_slice(&gpu, &img.host, &[big, big])?;
-        let mut lap = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; big * big], &[big, big])?;
         let op = gpu_kernels::stencil::Laplacian2;
-        stencil::apply(&gpu, op, &mut lap, &d_img, &[1, 0])?;
-        let got = lap.to_vec(&gpu)?;
-        let mut want = vec![f32::NAN; big * big];
-        stencil::apply_cpu(op, (&mut want, &sq), (&img.host, &img.layout), &[1, 0])?;
-        let check = check_label(&got, &want);
-        let ms = median_ms(&gpu, |_| {
-            stencil::apply(&gpu, op, &mut lap, &d_img, &[1, 0])
-        })?;
-        report(
-            "stencil_laplacian2",
-            "f32",
-            big * big,
-            2 * big * big * 4,
-            ms,
-            &check,
-        );
+        bench_stencil(&gpu, "stencil_laplacian2", op, &[big, big], &[1, 0])?;
+        let side = if quick { 128 } else { 512 };
+        let op = gpu_kernels::stencil::Laplacian3;
+        bench_stencil(&gpu, "stencil_laplacian3", op, &[side; 3], &[2, 1, 0])?;
     }
     // Reductions (bytes: the input read once). Rows and columns of a big × big matrix, a
     // whole 2^28-element vector into a 0-d output, and a permuted view reduced over two

@@ -72,8 +72,17 @@ fn data<T: Elem>(len: usize, seed: &mut u64, f: impl Fn(i64) -> T) -> Vec<T> {
         .collect()
 }
 
+/// Cases run and how many of them took the tiled body.
+#[derive(Default)]
+struct Count {
+    cases: usize,
+    tiled: usize,
+}
+
 /// Every layout pair of `shape` for one op and axes: GPU against the CPU twin.
+#[allow(clippy::too_many_arguments)]
 fn gpu_case<S: StencilKernels<T>, T: Elem + Distance>(
+    count: &mut Count,
     gpu: &Gpu,
     name: &str,
     op: S,
@@ -81,15 +90,20 @@ fn gpu_case<S: StencilKernels<T>, T: Elem + Distance>(
     axes: &[usize],
     poison: T,
     f: impl Fn(i64) -> T + Copy,
-) -> Result<usize, String> {
+) -> Result<(), String> {
     let mut seed = 0xabcd_u64;
-    let mut n = 0;
     for (in_name, li, in_len) in input_layouts(shape) {
         let input = data(in_len, &mut seed, f);
         for (out_name, lo) in output_layouts(shape) {
             let init = vec![poison; shape.iter().product()];
+            let tiled = stencil::plan_stencil(&lo, &li, axes)
+                .map_err(|e| e.to_string())?
+                .tiled;
             match stencil::verify(gpu, op, (&init, &lo), (&input, &li), axes) {
-                Ok(None) => n += 1,
+                Ok(None) => {
+                    count.cases += 1;
+                    count.tiled += tiled as usize;
+                }
                 Ok(Some(m)) => {
                     return Err(format!(
                         "{name} {shape:?} axes {axes:?}, {in_name}, {out_name}: {m}"
@@ -103,17 +117,29 @@ fn gpu_case<S: StencilKernels<T>, T: Elem + Distance>(
             }
         }
     }
-    Ok(n)
+    Ok(())
 }
 
 /// The stencil table on the GPU (f32, f64, f16 and bf16, shapes of rank 1 to 4 with borders on every
 /// side), in-place refusal on device tensors, and the temporary that makes it correct.
 pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
-    let mut n = 0;
-    for shape in [&[1000usize][..], &[37, 45], &[9, 17, 33], &[3, 8, 9, 10]] {
+    let mut n = Count::default();
+    // Shapes whose x axis is shorter than a warp take the generic body, the others the
+    // tiled one ([70, 131] and [5, 34, 19, 40]: several lines per block, partial x tiles
+    // and y segments, batch axes).
+    let shapes = [
+        &[1000usize][..],
+        &[37, 45],
+        &[9, 17, 33],
+        &[3, 8, 9, 10],
+        &[70, 131],
+        &[5, 34, 19, 40],
+    ];
+    for shape in shapes {
         let r = shape.len();
         for axis in 0..r {
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "ForwardDiff f32",
                 ForwardDiff,
@@ -122,7 +148,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f32::NAN,
                 |v| v as f32 / 8.0,
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "BackwardDiff f64",
                 BackwardDiff,
@@ -132,7 +159,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 |v| v as f64 / 8.0,
             )?;
         }
-        n += gpu_case(
+        gpu_case(
+            &mut n,
             gpu,
             "Shift<1,0,0> f32",
             Shift::<1, 0, 0>,
@@ -141,7 +169,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
             f32::NAN,
             |v| v as f32,
         )?;
-        n += gpu_case(
+        gpu_case(
+            &mut n,
             gpu,
             "Shift<-1,0,0> f64",
             Shift::<-1, 0, 0>,
@@ -151,7 +180,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
             |v| v as f64,
         )?;
         if r >= 2 {
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian2 f32",
                 Laplacian2,
@@ -160,7 +190,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f32::NAN,
                 |v| v as f32 / 4.0,
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian2 f64",
                 Laplacian2,
@@ -169,7 +200,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f64::NAN,
                 |v| v as f64 / 4.0,
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Shift<0,-1,0> f32",
                 Shift::<0, -1, 0>,
@@ -180,7 +212,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
             )?;
         }
         // 16-bit floats: computed in f32, rounded once (bit-identical to the twin).
-        n += gpu_case(
+        gpu_case(
+            &mut n,
             gpu,
             "ForwardDiff bf16",
             ForwardDiff,
@@ -190,7 +223,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
             |v| bf16::from_f32(v as f32 / 8.0),
         )?;
         if r >= 2 {
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian2 f16",
                 Laplacian2,
@@ -199,7 +233,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f16::NAN,
                 |v| f16::from_f32(v as f32 / 16.0),
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Shift<0,1,0> bf16",
                 Shift::<0, 1, 0>,
@@ -210,7 +245,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
             )?;
         }
         if r >= 3 {
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian3 bf16",
                 Laplacian3,
@@ -219,7 +255,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 bf16::NAN,
                 |v| bf16::from_f32(v as f32 / 4.0),
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian3 f32",
                 Laplacian3,
@@ -228,7 +265,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f32::NAN,
                 |v| v as f32 / 4.0,
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Laplacian3 f64",
                 Laplacian3,
@@ -237,7 +275,8 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
                 f64::NAN,
                 |v| v as f64 / 4.0,
             )?;
-            n += gpu_case(
+            gpu_case(
+                &mut n,
                 gpu,
                 "Shift<0,0,1> f64",
                 Shift::<0, 0, 1>,
@@ -282,7 +321,17 @@ pub fn gpu_stencils(gpu: &Gpu) -> Result<String, String> {
     if a.to_vec(gpu).map_err(e)? != want {
         return Err("in place through a temporary: wrong result".into());
     }
+    if n.tiled == 0 || n.tiled == n.cases {
+        return Err(format!(
+            "{} of {} stencil cases took the tiled body: both bodies must be covered",
+            n.tiled, n.cases
+        ));
+    }
     Ok(format!(
-        "{n} stencil cases GPU = CPU twin; in-place use refused, temporary correct"
+        "{} stencil cases GPU = CPU twin ({} tiled, {} generic); in-place use refused, \
+         temporary correct",
+        n.cases,
+        n.tiled,
+        n.cases - n.tiled
     ))
 }
