@@ -47,11 +47,11 @@ pub fn tile_thread() -> (u32, u32, u32) {
     }
 }
 
-/// Blocks in the grid (`gridDim.x`).
+/// `(blockDim.y, gridDim.x)`.
 #[inline(always)]
-pub fn grid_blocks() -> u32 {
-    // SAFETY: reading a special register has no preconditions.
-    unsafe { nvptx::_grid_dim_x() as u32 }
+pub fn block_rows_and_grid() -> (u32, u32) {
+    // SAFETY: reading special registers has no preconditions.
+    unsafe { (nvptx::_block_dim_y() as u32, nvptx::_grid_dim_x() as u32) }
 }
 
 /// Block-wide barrier.

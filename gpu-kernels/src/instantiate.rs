@@ -235,18 +235,18 @@ macro_rules! kernels {
             #[allow(improper_ctypes_definitions)]
             unsafe extern "ptx-kernel" fn entry(
                 op: $crate::apply::OpArg<$op>,
-                n: u32,
+                walk: u32,
                 g: $crate::stencil::StencilGeometry<u32>,
                 out: *mut $t,
                 inp: *const $t,
             ) {
-                let _ = n;
                 let (lane, row, block) = $crate::device::tile_thread();
+                let (lines, blocks) = $crate::device::block_rows_and_grid();
                 // SAFETY: the host proved the StencilGeometry invariants for a 32-bit
-                // launch and launched blocks of TILE_LANES × TILE_LINES threads.
+                // launch, passed walk >= 1 and launched blocks of TILE_LANES × lines threads.
                 unsafe {
                     $crate::stencil::stencil_tiled::<_, $t, { $crate::stencil::tile_elems(::core::mem::size_of::<$t>()) }>(
-                        op.op, &g, out, inp, lane, row, block, $crate::device::grid_blocks(),
+                        op.op, &g, out, inp, walk, lines, (lane, row), (block, blocks),
                     )
                 }
             }

@@ -71,7 +71,7 @@ impl<T: Copy> Taps<T> {
     /// `0..size` (clamp-to-edge). Offsets are meant to be literals (they fold away).
     #[inline(always)]
     pub fn at(&self, dx: i32, dy: i32, dz: i32) -> T {
-        if self.windowed && dx == 0 && dz == 0 && -1 <= dy && dy <= 1 {
+        if self.windowed && dx == 0 && dz == 0 && (-1..=1).contains(&dy) {
             // SAFETY: `windowed` is only set together with an initialised window.
             return unsafe { self.window.assume_init_ref()[(dy + 1) as usize] };
         }
@@ -176,36 +176,35 @@ pub unsafe fn stencil<S: Stencil<T>, T: Copy, I: Index>(
 
 /// Threads of a tiled stencil block along x (one warp).
 pub const TILE_LANES: u32 = 32;
-/// Threads of a tiled stencil block across lines.
+/// Threads of a tiled stencil block across lines, by default (the host picks the block's
+/// `blockDim.y`).
 pub const TILE_LINES: u32 = 8;
-/// y positions in one line (one thread walks them).
+/// y positions in one line (one thread walks them), by default (a kernel parameter).
 pub const TILE_WALK: u32 = 16;
 
 /// Elements along x one thread of the tiled body takes, `TILE_LANES` apart: 16 bytes'
 /// worth, 1 to 8.
 pub const fn tile_elems(size: usize) -> usize {
-    let v = if size == 0 { 8 } else { 16 / size };
-    if v < 1 {
-        1
-    } else if v > 8 {
-        8
-    } else {
-        v
+    match 16usize.checked_div(size) {
+        Some(0) => 1,
+        Some(v) if v < 8 => v,
+        _ => 8,
     }
 }
 
 /// Blocks of the tiled body over frame and batch sizes `sizes` (as [`StencilGeometry`]
 /// holds them) for elements of `size` bytes: x tiles of `TILE_LANES * tile_elems(size)`
-/// positions times groups of `TILE_LINES` lines, where a line is up to `TILE_WALK` y
-/// positions at one z and batch position.
-pub const fn tiled_tasks(sizes: &[u64; STENCIL_DIMS], size: usize) -> u64 {
+/// positions times groups of `lines` lines (the block's rows), where a line is up to
+/// `walk` y positions at one z and batch position. `walk` and `lines` are at least 1.
+pub const fn tiled_tasks(sizes: &[u64; STENCIL_DIMS], size: usize, walk: u32, lines: u32) -> u64 {
     let x_tiles = sizes[0].div_ceil(TILE_LANES as u64 * tile_elems(size) as u64);
-    let lines = sizes[2] * sizes[1].div_ceil(TILE_WALK as u64) * sizes[3] * sizes[4] * sizes[5];
-    x_tiles * lines.div_ceil(TILE_LINES as u64)
+    let all = sizes[2] * sizes[1].div_ceil(walk as u64) * sizes[3] * sizes[4] * sizes[5];
+    x_tiles * all.div_ceil(lines as u64)
 }
 
 /// The tiled stencil body, with no division per element. Task `t` (of [`tiled_tasks`]) is
-/// an x tile of `TILE_LANES * V` positions by `TILE_LINES` lines, lines numbered z fastest,
+/// an x tile of `TILE_LANES * V` positions by `lines` lines of `walk` y positions (the last
+/// of a y run may be shorter), lines numbered z fastest,
 /// so a block's lines are neighbours along z. A thread takes `V` x positions `TILE_LANES`
 /// apart in its line and walks the line along y, keeping the input at `y - 1`, `y` and
 /// `y + 1` in registers (the [`Taps`] window: one new load per position for every tap along
@@ -215,8 +214,9 @@ pub const fn tiled_tasks(sizes: &[u64; STENCIL_DIMS], size: usize) -> u64 {
 /// step, …`.
 ///
 /// # Safety
-/// The [`StencilGeometry`] invariants hold for `out` and `inp` with 32-bit indices; the
-/// block is `TILE_LANES × TILE_LINES` threads with `lane < TILE_LANES`, `row < TILE_LINES`.
+/// The [`StencilGeometry`] invariants hold for `out` and `inp` with 32-bit indices;
+/// `walk >= 1`, `1 <= lines` and the block is `TILE_LANES × lines` threads with
+/// `lane < TILE_LANES`, `row < lines`.
 #[inline(always)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
@@ -224,10 +224,10 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
     g: &StencilGeometry<u32>,
     out: *mut T,
     inp: *const T,
-    lane: u32,
-    row: u32,
-    first: u32,
-    step: u32,
+    walk: u32,
+    lines: u32,
+    (lane, row): (u32, u32),
+    (first, step): (u32, u32),
 ) {
     let sizes = g.sizes;
     // SAFETY: invariant 1, every size is at least 1 (divisors without a zero check).
@@ -236,9 +236,10 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
     // Both fit and are at least 1: invariant 1 bounds the element count, which bounds them.
     // SAFETY: nx, ny >= 1.
     let x_tiles = unsafe { NonZeroU32::new_unchecked(nx.div_ceil(TILE_LANES * V as u32)) };
-    let segments = unsafe { NonZeroU32::new_unchecked(ny.div_ceil(TILE_WALK)) };
-    let lines = nz.get() * segments.get() * sizes[3] * sizes[4] * sizes[5];
-    let tasks = x_tiles.get() * lines.div_ceil(TILE_LINES);
+    // SAFETY: walk >= 1 (the caller).
+    let segments = unsafe { NonZeroU32::new_unchecked(ny.div_ceil(walk)) };
+    let all = nz.get() * segments.get() * sizes[3] * sizes[4] * sizes[5];
+    let tasks = x_tiles.get() * all.div_ceil(lines);
     let (mut so, mut si) = ([0isize; STENCIL_DIMS], [0isize; STENCIL_DIMS]);
     unrolled!(STENCIL_DIMS, |d| {
         so[d] = g.strides[0][d] as i32 as isize;
@@ -248,8 +249,8 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
     let mut task = first;
     while task < tasks {
         let (group, tile) = (task / x_tiles, task % x_tiles);
-        let line = group * TILE_LINES + row;
-        if line < lines {
+        let line = group * lines + row;
+        if line < all {
             let z = line % nz;
             let mut rest = line / nz;
             let segment = rest % segments;
@@ -283,8 +284,8 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
             // SAFETY (the closure's loads): x, y are in range and z, the batch position
             // are the line's, so by invariant 2 the offset is inside the input buffer.
             let load = |x: isize, y: isize| unsafe { *inp.offset(zi + x * si[0] + y * si[1]) };
-            let y0 = (segment * TILE_WALK) as isize;
-            let y1 = (y0 + TILE_WALK as isize).min(ny as isize);
+            let y0 = (segment * walk) as isize;
+            let y1 = (y0 + walk as isize).min(ny as isize);
             let above = if y0 > 0 { y0 - 1 } else { 0 };
             let c = load(xs[0], y0);
             let mut window = [[c; 3]; V];
@@ -475,7 +476,11 @@ mod tests {
 
     /// The tiled body, every thread of every block run in turn (it has no barriers), over
     /// a geometry with batch axes: equal to the generic body, element for element.
-    fn tiled_equals_generic<S: Stencil<f64>>(op: S, sizes: [u32; STENCIL_DIMS], grid: u32) {
+    fn tiled_equals_generic<S: Stencil<f64>>(
+        op: S,
+        sizes: [u32; STENCIL_DIMS],
+        (walk, lines, grid): (u32, u32, u32),
+    ) {
         let n: u32 = sizes.iter().product();
         // Output dense; input dense in the reversed axis order (x has a large stride).
         let mut g = StencilGeometry {
@@ -494,10 +499,8 @@ mod tests {
         let mut got = std::vec![f64::NAN; n as usize];
         // SAFETY: dense layouts of n elements (a permutation for the input), distinct buffers.
         unsafe { stencil(op, n, &g, want.as_mut_ptr(), inp.as_ptr(), 0, 1) };
-        let tasks = tiled_tasks(&sizes.map(|s| s as u64), 8) as u32;
-        assert!(tasks >= 1);
         for block in 0..grid {
-            for row in 0..TILE_LINES {
+            for row in 0..lines {
                 for lane in 0..TILE_LANES {
                     // SAFETY: as above; the threads of a block run in turn.
                     unsafe {
@@ -506,10 +509,10 @@ mod tests {
                             &g,
                             got.as_mut_ptr(),
                             inp.as_ptr(),
-                            lane,
-                            row,
-                            block,
-                            grid,
+                            walk,
+                            lines,
+                            (lane, row),
+                            (block, grid),
                         )
                     };
                 }
@@ -531,16 +534,20 @@ mod tests {
             [130, 5, 1, 4, 1, 3],
         ];
         for sizes in shapes {
-            let tasks = tiled_tasks(&sizes.map(|s| s as u64), 8) as u32;
-            // One block per task, and fewer blocks than tasks (blocks loop).
-            for grid in [tasks, 3] {
-                tiled_equals_generic(Laplacian2, sizes, grid);
-                tiled_equals_generic(Laplacian3, sizes, grid);
-                tiled_equals_generic(ForwardDiff, sizes, grid);
-                tiled_equals_generic(Shift::<0, -1, 0>, sizes, grid);
-                tiled_equals_generic(Shift::<0, 1, 0>, sizes, grid);
-                tiled_equals_generic(Shift::<0, 0, -1>, sizes, grid);
-                tiled_equals_generic(Wide, sizes, grid);
+            for (walk, lines) in [(TILE_WALK, TILE_LINES), (1, 1), (5, 3), (64, 4)] {
+                let tasks = tiled_tasks(&sizes.map(|s| s as u64), 8, walk, lines) as u32;
+                assert!(tasks >= 1);
+                // One block per task, and fewer blocks than tasks (blocks loop).
+                for grid in [tasks, 3] {
+                    let t = (walk, lines, grid);
+                    tiled_equals_generic(Laplacian2, sizes, t);
+                    tiled_equals_generic(Laplacian3, sizes, t);
+                    tiled_equals_generic(ForwardDiff, sizes, t);
+                    tiled_equals_generic(Shift::<0, -1, 0>, sizes, t);
+                    tiled_equals_generic(Shift::<0, 1, 0>, sizes, t);
+                    tiled_equals_generic(Shift::<0, 0, -1>, sizes, t);
+                    tiled_equals_generic(Wide, sizes, t);
+                }
             }
         }
     }

@@ -205,6 +205,23 @@ pub fn apply<S: StencilKernels<T>, T: Elem>(
     }
 }
 
+/// The tiled kernel's y positions per line and lines per block:
+/// `STRIDED_APPLY_STENCIL_TILE=walk,lines` (a tuning knob, read once; walk 1 to 4096, lines
+/// 1 to 32), by default [`TILE_WALK`](body::TILE_WALK), [`TILE_LINES`](body::TILE_LINES).
+fn tile_shape() -> (u32, u32) {
+    static V: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_STENCIL_TILE")
+            .ok()
+            .and_then(|v| {
+                let (w, l) = v.split_once(',')?;
+                Some((w.trim().parse().ok()?, l.trim().parse().ok()?))
+            })
+            .filter(|&(w, l)| (1..=4096).contains(&w) && (1..=32).contains(&l))
+            .unwrap_or((body::TILE_WALK, body::TILE_LINES))
+    })
+}
+
 /// Launches a checked stencil plan (nothing for an empty one) over elements of
 /// `elem_size` bytes.
 ///
@@ -227,23 +244,24 @@ unsafe fn launch_planned(
         return Ok(());
     }
     if plan.tiled {
-        let tasks = body::tiled_tasks(&plan.sizes, elem_size);
+        let (walk, lines) = tile_shape();
+        let tasks = body::tiled_tasks(&plan.sizes, elem_size, walk, lines);
         let shape = LaunchShape {
             grid: tasks.min(i32::MAX as u64) as u32,
-            block: (body::TILE_LANES, body::TILE_LINES),
+            block: (body::TILE_LANES, lines),
             shared_bytes: 0,
         };
-        let (n, g) = (plan.numel as u32, plan.geometry::<u32>());
-        // SAFETY: the tiled entry takes the same parameters as the 32-bit one, in blocks
-        // of TILE_LANES × TILE_LINES threads (any grid: it loops over its tasks); the plan
-        // is 32-bit; the caller's contract covers the rest.
+        let g = plan.geometry::<u32>();
+        // SAFETY: the tiled entry takes (OpArg<S>, walk: u32, StencilGeometry<u32>, *mut T,
+        // *const T), here with walk >= 1 in blocks of TILE_LANES × lines threads (any grid:
+        // it loops over its tasks); the plan is 32-bit; the caller's contract covers the rest.
         return unsafe {
             gpu.launch_named(
                 names.module,
                 names.tiled,
                 shape,
                 stream,
-                params(op, &n, &g, &ptrs).as_mut(),
+                params(op, &walk, &g, &ptrs).as_mut(),
             )
         };
     }
