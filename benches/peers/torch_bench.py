@@ -24,7 +24,7 @@ GROUPS = {
     "cast": ["cast"],
     "mixed": ["mixed_broadcast_row", "mixed_contiguous"],
     "divmul": ["fused_divmul", "three_kernel_divmul"],
-    "stencil": ["stencil_laplacian2"],
+    "stencil": ["stencil_laplacian2", "stencil_laplacian3"],
     "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
                "amax_dim1_f32", "sumsq_all_f32", "argmax_dim1_f32", "sqdiff_all_f32"],
     "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
@@ -216,6 +216,51 @@ def reduction(case, x0, make_x, out_shape, fn, compiled=None, out_dtype=None):
         except Exception as e:  # inductor needs a working triton
             print(f"# torch.compile ({case}) failed: {e}", file=sys.stderr)
     del bufs
+
+
+# Stencils with clamp-to-edge borders: the 2-D 5-point Laplacian of a big * big image and the
+# 3-D 7-point one of a 512^3 cube (bytes: the input read once + the output written once).
+# Eager: replicate padding then cuDNN's conv2d / conv3d (two kernels); torch.compile: the
+# padded slices summed, fused by inductor.
+if want("stencil"):
+    import torch.nn.functional as F
+
+    def laplacian(x):
+        nd = x.dim()
+        p = F.pad(x[None, None], (1, 1) * nd, mode="replicate")[0, 0]
+        inner = tuple(slice(1, -1) for _ in range(nd))
+        acc = -2 * nd * p[inner]
+        for a in range(nd):
+            for lo, hi in ((0, -2), (2, None)):
+                s = list(inner)
+                s[a] = slice(lo, hi)
+                acc = acc + p[tuple(s)]
+        return acc
+
+    for case, shape in (("stencil_laplacian2", (big, big)),
+                        ("stencil_laplacian3", (128,) * 3 if quick else (512,) * 3)):
+        nd = len(shape)
+        x = rand(shape, torch.float32)
+        n = x.numel()
+        k = torch.zeros((3,) * nd, device=dev)
+        centre = (1,) * nd
+        k[centre] = -2 * nd
+        for a in range(nd):
+            for o in (0, 2):
+                idx = list(centre)
+                idx[a] = o
+                k[tuple(idx)] = 1
+        k = k[None, None]
+        conv = F.conv2d if nd == 2 else F.conv3d
+        eager = lambda i: conv(F.pad(x[None, None], (1, 1) * nd, mode="replicate"), k)
+        report("pytorch", case, "f32", n, 2 * n * 4, median_ms(eager))
+        try:
+            cf = torch.compile(laplacian)
+            torch.testing.assert_close(cf(x), eager(0)[0, 0], rtol=1e-5, atol=1e-5)
+            report("torch.compile", case, "f32", n, 2 * n * 4, median_ms(lambda i: cf(x)))
+        except Exception as e:  # inductor needs a working triton
+            print(f"# torch.compile ({case}) failed: {e}", file=sys.stderr)
+        del x
 
 
 # Reductions: rows and columns of a big * big matrix, a whole vector (1 << 28 elements) into a

@@ -177,10 +177,11 @@ pub unsafe fn stencil<S: Stencil<T>, T: Copy, I: Index>(
 /// Threads of a tiled stencil block along x (one warp).
 pub const TILE_LANES: u32 = 32;
 /// Threads of a tiled stencil block across lines, by default (the host picks the block's
-/// `blockDim.y`).
-pub const TILE_LINES: u32 = 8;
+/// `blockDim.y`). With `TILE_WALK` the fastest pair of a sweep on an H200 (benches/NOTES.md,
+/// step 21).
+pub const TILE_LINES: u32 = 4;
 /// y positions in one line (one thread walks them), by default (a kernel parameter).
-pub const TILE_WALK: u32 = 16;
+pub const TILE_WALK: u32 = 32;
 
 /// Elements along x one thread of the tiled body takes, `TILE_LANES` apart: 16 bytes'
 /// worth, 1 to 8.
@@ -525,7 +526,7 @@ mod tests {
 
     #[test]
     fn the_tiled_body_equals_the_generic_one() {
-        // x tiles of 64 f64 positions, lines of 16 y positions, 8 lines per block.
+        // x tiles of 64 f64 positions; the default tile and three others (walk, lines).
         let shapes = [
             [1000, 1, 1, 1, 1, 1],
             [70, 37, 1, 1, 1, 1],
