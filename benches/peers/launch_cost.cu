@@ -81,10 +81,7 @@ int main(int argc, char** argv) {
   CK(cudaMemcpy(b, hb.data(), n * 4, cudaMemcpyHostToDevice));
   cudaStream_t own;
   CK(cudaStreamCreateWithFlags(&own, cudaStreamNonBlocking));
-  auto check = [&](const char* what) {
-    CK(cudaMemset(c, 0xff, n * 4));
-    return what;
-  };
+  auto poison = [&] { CK(cudaMemset(c, 0xff, n * 4)); };
   auto verify = [&](const char* what) {
     CK(cudaDeviceSynchronize());
     CK(cudaMemcpy(hc.data(), c, n * 4, cudaMemcpyDeviceToHost));
@@ -131,20 +128,20 @@ int main(int argc, char** argv) {
         CK(cuModuleLoadData(&m, p.image.c_str()));
         CUfunction f;
         CK(cuModuleGetFunction(&f, m, "add_f32_v"));
-        check(p.name);
+        poison();
         double us = burst_us([&] {
           CK(cuLaunchKernel(f, 1, 1, 1, 256, 1, 1, 0, (CUstream)st.s, ours, nullptr));
         });
         verify(p.name);
         emit(p.name, "cuLaunchKernel", st.name, us);
       }
-      check("nvcc");
+      poison();
       double us = burst_us([&] {
         CK(cuLaunchKernel(nv, 4, 1, 1, 256, 1, 1, 0, (CUstream)st.s, theirs, nullptr));
       });
       verify("nvcc cuLaunchKernel");
       emit("nvcc", "cuLaunchKernel", st.name, us);
-      check("nvcc <<<>>>");
+      poison();
       us = burst_us([&] {
         add_k<<<4, 256, 0, st.s>>>(c, a, b, n);
         CK(cudaGetLastError());

@@ -243,7 +243,23 @@ unsafe fn launch_planned(
     if plan.numel == 0 {
         return Ok(());
     }
-    if plan.tiled {
+    if !plan.index32 {
+        let (n, g) = (plan.numel, plan.geometry::<u64>());
+        // SAFETY: the 64-bit entry takes (OpArg<S>, u64, StencilGeometry<u64>, *mut T,
+        // *const T) as `kernels!` declares; the caller's contract covers the rest.
+        return unsafe {
+            gpu.launch_named(
+                names.module,
+                names.s64,
+                gpu.shape_1d(plan.numel),
+                stream,
+                params(op, &n, &g, &ptrs).as_mut(),
+            )
+        };
+    }
+    // 32-bit: the tiled and the generic entry take the same parameter types, a u32 (the
+    // line length, or the element count) and a StencilGeometry<u32>.
+    let (kernel, scalar, shape) = if plan.tiled {
         let (walk, lines) = tile_shape();
         let tasks = body::tiled_tasks(&plan.sizes, elem_size, walk, lines);
         let shape = LaunchShape {
@@ -251,43 +267,23 @@ unsafe fn launch_planned(
             block: (body::TILE_LANES, lines),
             shared_bytes: 0,
         };
-        let g = plan.geometry::<u32>();
-        // SAFETY: the tiled entry takes (OpArg<S>, walk: u32, StencilGeometry<u32>, *mut T,
-        // *const T), here with walk >= 1 in blocks of TILE_LANES × lines threads (any grid:
-        // it loops over its tasks); the plan is 32-bit; the caller's contract covers the rest.
-        return unsafe {
-            gpu.launch_named(
-                names.module,
-                names.tiled,
-                shape,
-                stream,
-                params(op, &walk, &g, &ptrs).as_mut(),
-            )
-        };
-    }
-    let shape = gpu.shape_1d(plan.numel);
-    // SAFETY: the parameter lists are (OpArg<S>, I, StencilGeometry<I>, *mut T, *const T)
-    // as `kernels!` declares for stencils; the caller's contract covers the rest.
+        (names.tiled, walk, shape)
+    } else {
+        (names.s32, plan.numel as u32, gpu.shape_1d(plan.numel))
+    };
+    let g = plan.geometry::<u32>();
+    // SAFETY: both entries take (OpArg<S>, u32, StencilGeometry<u32>, *mut T, *const T) as
+    // `kernels!` declares; the plan is 32-bit; the tiled one gets walk >= 1 in blocks of
+    // TILE_LANES × lines threads (any grid: it loops over its tasks), the generic one any
+    // 1-D grid; the caller's contract covers the rest.
     unsafe {
-        if plan.index32 {
-            let (n, g) = (plan.numel as u32, plan.geometry::<u32>());
-            gpu.launch_named(
-                names.module,
-                names.s32,
-                shape,
-                stream,
-                params(op, &n, &g, &ptrs).as_mut(),
-            )
-        } else {
-            let (n, g) = (plan.numel, plan.geometry::<u64>());
-            gpu.launch_named(
-                names.module,
-                names.s64,
-                shape,
-                stream,
-                params(op, &n, &g, &ptrs).as_mut(),
-            )
-        }
+        gpu.launch_named(
+            names.module,
+            kernel,
+            shape,
+            stream,
+            params(op, &scalar, &g, &ptrs).as_mut(),
+        )
     }
 }
 
