@@ -969,21 +969,24 @@ mod gpu {
         let step = SLOTS * w;
         let mut pass = 0;
         while pass + step <= len {
-            let mut v = [[core::mem::MaybeUninit::<[T; K]>::uninit(); W]; M];
             unrolled!(@each M / b, mb, {
+                // One batch's values, flat (`b * W <= 64` chunks of `K`), declared per
+                // batch: a `[[_; W]; M]` array of the whole pass cost LLVM's SROA minutes
+                // per 1-byte family (256 slices in one alloca).
+                let mut v = [core::mem::MaybeUninit::<[T; K]>::uninit(); 64];
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
                     let c0 = pass + (y + COL_Y * m as u32) * w;
                     // SAFETY: `c0 + W <= pass + step <= len`.
                     let p = chunk_at(c0);
-                    unrolled!(W, |j| { v[m][j] = core::mem::MaybeUninit::new(read(&p, j)) });
+                    unrolled!(W, |j| { v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j)) });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
                     let c0 = pass + (y + COL_Y * m as u32) * w;
                     unrolled!(W, |j| {
-                        // SAFETY: the load phase above wrote every `v[m][j]`.
-                        let x = src.item(unsafe { v[m][j].assume_init() });
+                        // SAFETY: the load phase above wrote every `v[i * W + j]`.
+                        let x = src.item(unsafe { v[i * W + j].assume_init() });
                         let i = lo + c0 + j as u32;
                         acc[m] = if pass == 0 && j == 0 { op.first(x, i) } else { op.fold(acc[m], x, i) };
                     });

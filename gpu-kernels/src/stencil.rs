@@ -64,6 +64,9 @@ pub struct Taps<T> {
     /// clamped, when `windowed` (uninitialised otherwise).
     window: MaybeUninit<[T; 3]>,
     windowed: bool,
+    /// Offsets fit in `i32` (a 32-bit launch: the geometry's invariant 2 for `u32`), so
+    /// they are computed in wrapping 32-bit arithmetic and sign-extended once.
+    narrow: bool,
 }
 
 impl<T: Copy> Taps<T> {
@@ -77,6 +80,7 @@ impl<T: Copy> Taps<T> {
         }
         let d = [dx as isize, dy as isize, dz as isize];
         let mut off = self.base;
+        let mut off32 = self.base as i32;
         let mut k = 0;
         while k < 3 {
             // SAFETY: a `Taps` is only made for an in-range element (see the struct), so
@@ -92,8 +96,16 @@ impl<T: Copy> Taps<T> {
             } else {
                 c
             };
-            off += c * self.stride[k];
+            if self.narrow {
+                off32 = off32.wrapping_add((c as i32).wrapping_mul(self.stride[k] as i32));
+            } else {
+                off += c * self.stride[k];
+            }
             k += 1;
+        }
+        if self.narrow {
+            // Wrapping sums of the exact terms: the exact offset when it fits in `i32`.
+            off = off32 as isize;
         }
         // SAFETY: `Taps` is only made by the stencil bodies for an in-range element; the
         // clamped coordinates are in range, so by the geometry's invariant 2 the offset is
@@ -166,6 +178,7 @@ pub unsafe fn stencil<S: Stencil<T>, T: Copy, I: Index>(
             ],
             window: MaybeUninit::uninit(),
             windowed: false,
+            narrow: false,
         };
         // SAFETY: invariants 2 and 3: the output offset is in bounds and no other index
         // writes it; the input is not written by this launch.
@@ -209,7 +222,9 @@ pub const fn tiled_tasks(sizes: &[u64; STENCIL_DIMS], size: usize, walk: u32, li
 /// so a block's lines are neighbours along z. A thread takes `V` x positions `TILE_LANES`
 /// apart in its line and walks the line along y, keeping the input at `y - 1`, `y` and
 /// `y + 1` in registers (the [`Taps`] window: one new load per position for every tap along
-/// y); the other taps are loads that mostly hit what the block has just read.
+/// y), and loading `y + 2` one step ahead, so that row's loads are in flight while this
+/// step computes and stores. The other taps are loads that mostly hit what the block has
+/// just read. Offsets are 32-bit (wrapping sums, sign-extended once per access).
 ///
 /// This thread is `lane` (x) and `row` (line) of its block and takes tasks `first, first +
 /// step, …`.
@@ -231,26 +246,28 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
     (first, step): (u32, u32),
 ) {
     let sizes = g.sizes;
-    // SAFETY: invariant 1, every size is at least 1 (divisors without a zero check).
-    let nonzero = |d: usize| unsafe { NonZeroU32::new_unchecked(sizes[d]) };
-    let (nx, ny, nz) = (sizes[0], sizes[1], nonzero(2));
-    // Both fit and are at least 1: invariant 1 bounds the element count, which bounds them.
-    // SAFETY: nx, ny >= 1.
-    let x_tiles = unsafe { NonZeroU32::new_unchecked(nx.div_ceil(TILE_LANES * V as u32)) };
-    // SAFETY: walk >= 1 (the caller).
-    let segments = unsafe { NonZeroU32::new_unchecked(ny.div_ceil(walk)) };
+    // SAFETY: invariant 1, every size is at least 1; `walk` and `lines` are at least 1
+    // (the caller). Divisors without a zero check.
+    let nonzero = |d: u32| unsafe { NonZeroU32::new_unchecked(d) };
+    let (nx, ny, nz) = (sizes[0], sizes[1], nonzero(sizes[2]));
+    let (walk, lines) = (nonzero(walk), nonzero(lines));
+    let ceil = |n: u32, d: NonZeroU32| n / d + (n % d != 0) as u32;
+    // Both at least 1, and they fit: invariant 1 bounds the element count.
+    let x_tiles = nonzero(ceil(nx, nonzero(TILE_LANES * V as u32)));
+    let segments = nonzero(ceil(ny, walk));
     let all = nz.get() * segments.get() * sizes[3] * sizes[4] * sizes[5];
-    let tasks = x_tiles.get() * all.div_ceil(lines);
-    let (mut so, mut si) = ([0isize; STENCIL_DIMS], [0isize; STENCIL_DIMS]);
-    unrolled!(STENCIL_DIMS, |d| {
-        so[d] = g.strides[0][d] as i32 as isize;
-        si[d] = g.strides[1][d] as i32 as isize;
-    });
-    let last = [nx as isize - 1, ny as isize - 1, nz.get() as isize - 1];
+    let tasks = x_tiles.get() * ceil(all, lines);
+    // Strides as `i32` (two's complement in `u32`); offsets are wrapping sums of them,
+    // exact by invariant 2 (every offset of a 32-bit launch fits in `i32`).
+    let (so, si) = (
+        g.strides[0].map(|s| s as i32),
+        g.strides[1].map(|s| s as i32),
+    );
+    let last = [nx as i32 - 1, ny as i32 - 1, nz.get() as i32 - 1];
     let mut task = first;
     while task < tasks {
         let (group, tile) = (task / x_tiles, task % x_tiles);
-        let line = group * lines + row;
+        let line = group * lines.get() + row;
         if line < all {
             let z = line % nz;
             let mut rest = line / nz;
@@ -258,69 +275,88 @@ pub unsafe fn stencil_tiled<S: Stencil<T>, T: Copy, const V: usize>(
             rest /= segments;
             // Batch position: offsets of the output element at (0, 0, z) and of the
             // input's batch origin.
-            let (mut ob, mut ib) = (z as isize * so[2], 0isize);
+            let (mut ob, mut ib) = ((z as i32).wrapping_mul(so[2]), 0i32);
             unrolled!(STENCIL_DIMS, |d| {
                 if d >= 3 {
                     let c = if d + 1 == STENCIL_DIMS {
                         rest
                     } else {
-                        let c = rest % nonzero(d);
-                        rest /= nonzero(d);
+                        let c = rest % nonzero(sizes[d]);
+                        rest /= nonzero(sizes[d]);
                         c
-                    } as isize;
-                    ob += c * so[d];
-                    ib += c * si[d];
+                    } as i32;
+                    ob = ob.wrapping_add(c.wrapping_mul(so[d]));
+                    ib = ib.wrapping_add(c.wrapping_mul(si[d]));
                 }
             });
-            let zi = ib + z as isize * si[2];
+            let zi = ib.wrapping_add((z as i32).wrapping_mul(si[2]));
             // x positions, clamped so every load stays in range; `live` ones are stored.
             let x0 = tile * TILE_LANES * V as u32 + lane;
-            let mut xs = [0isize; V];
+            let mut xs = [0i32; V];
             let mut live = [false; V];
             unrolled!(V, |j| {
                 let x = x0 + (j as u32) * TILE_LANES;
                 live[j] = x < nx;
-                xs[j] = if x < nx { x as isize } else { last[0] };
+                xs[j] = if x < nx { x as i32 } else { last[0] };
             });
             // SAFETY (the closure's loads): x, y are in range and z, the batch position
             // are the line's, so by invariant 2 the offset is inside the input buffer.
-            let load = |x: isize, y: isize| unsafe { *inp.offset(zi + x * si[0] + y * si[1]) };
-            let y0 = (segment * walk) as isize;
-            let y1 = (y0 + walk as isize).min(ny as isize);
+            let load = |x: i32, y: i32| unsafe {
+                let off = zi
+                    .wrapping_add(x.wrapping_mul(si[0]))
+                    .wrapping_add(y.wrapping_mul(si[1]));
+                *inp.offset(off as isize)
+            };
+            let clamp_y = |y: i32| if y < last[1] { y } else { last[1] };
+            let y0 = (segment * walk.get()) as i32;
+            let y1 = Ord::min((y0 as u32).saturating_add(walk.get()), ny) as i32;
             let above = if y0 > 0 { y0 - 1 } else { 0 };
+            // window[j]: the input at y - 1, y, y + 1 and (loaded ahead) y + 2.
             let c = load(xs[0], y0);
-            let mut window = [[c; 3]; V];
+            let mut window = [[c; 4]; V];
             unrolled!(V, |j| {
-                window[j] = [load(xs[j], above), load(xs[j], y0), c];
+                window[j] = [
+                    load(xs[j], above),
+                    load(xs[j], y0),
+                    load(xs[j], clamp_y(y0 + 1)),
+                    c,
+                ];
             });
             let mut y = y0;
             while y < y1 {
-                let below = if y < last[1] { y + 1 } else { last[1] };
-                unrolled!(V, |j| {
-                    window[j][2] = load(xs[j], below);
-                });
+                if y + 1 < y1 {
+                    let ahead = clamp_y(y + 2);
+                    unrolled!(V, |j| {
+                        window[j][3] = load(xs[j], ahead);
+                    });
+                }
                 // Every value before any store: a load of element `j + 1` cannot then move
                 // past the (possibly aliasing, to LLVM) store of element `j`, so all of this
                 // position's loads are in flight together.
                 let mut v = [c; V];
                 unrolled!(V, |j| {
+                    let w = window[j];
                     let taps = Taps {
                         inp,
-                        base: ib,
-                        pos: [xs[j], y, z as isize],
-                        last,
-                        stride: [si[0], si[1], si[2]],
-                        window: MaybeUninit::new(window[j]),
+                        base: ib as isize,
+                        pos: [xs[j] as isize, y as isize, z as isize],
+                        last: last.map(|l| l as isize),
+                        stride: [si[0] as isize, si[1] as isize, si[2] as isize],
+                        window: MaybeUninit::new([w[0], w[1], w[2]]),
                         windowed: true,
+                        narrow: true,
                     };
                     v[j] = op.apply(&taps);
-                    window[j] = [window[j][1], window[j][2], window[j][2]];
+                    window[j] = [w[1], w[2], w[3], w[3]];
                 });
                 unrolled!(V, |j| {
                     if live[j] {
+                        let off = ob
+                            .wrapping_add(xs[j].wrapping_mul(so[0]))
+                            .wrapping_add(y.wrapping_mul(so[1]));
                         // SAFETY: invariants 2 and 3 for the in-range (x, y, z, batch):
                         // in bounds, and written by this thread only.
-                        unsafe { *out.offset(ob + xs[j] * so[0] + y * so[1]) = v[j] };
+                        unsafe { *out.offset(off as isize) = v[j] };
                     }
                 });
                 y += 1;

@@ -341,7 +341,7 @@ impl PtxBuild {
         let crate_dir = crate_dir.into();
         let target_dir = env_path("STRIDED_APPLY_PTX_TARGET_DIR")
             .unwrap_or_else(|| crate_dir.join("../target/ptx-build"));
-        PtxBuild {
+        let mut build = PtxBuild {
             snapshot_dir: crate_dir.join("image"),
             crate_dir,
             extra_sources: Vec::new(),
@@ -349,7 +349,27 @@ impl PtxBuild {
             cubins: DEFAULT_CUBINS.to_vec(),
             ptx_stored: DEFAULT_PTX_STORED.to_vec(),
             target_dir,
+        };
+        if let Ok(v) = std::env::var("STRIDED_APPLY_DEV_CUBINS") {
+            build.only_cubins(&v);
         }
+        build
+    }
+
+    /// Development only (`STRIDED_APPLY_DEV_CUBINS=90`): keep the default cubins whose sm is
+    /// listed (comma-separated), the PTX targets they are made from, and the stored PTX
+    /// among those. A kernel change is then tried on one GPU in a fraction of the image's
+    /// build time. The targets are part of the fingerprint, so such an image never passes
+    /// for the committed one (its build goes to `OUT_DIR`; `scripts/ptx --check` fails).
+    fn only_cubins(&mut self, list: &str) {
+        let wanted: Vec<u32> = list
+            .split(',')
+            .filter_map(|a| a.trim().parse().ok())
+            .collect();
+        self.cubins.retain(|(sm, _)| wanted.contains(sm));
+        let sources: Vec<u32> = self.cubins.iter().map(|&(_, from)| from).collect();
+        self.archs.retain(|a| sources.contains(a));
+        self.ptx_stored.retain(|a| sources.contains(a));
     }
 
     /// The crate's package name, read from its Cargo.toml.
@@ -491,6 +511,7 @@ impl PtxBuild {
         for v in [
             "STRIDED_APPLY_PTX_REBUILD",
             "STRIDED_APPLY_PTX_STALE_OK",
+            "STRIDED_APPLY_DEV_CUBINS",
             "STRIDED_APPLY_NVPTX_RUSTC",
             "STRIDED_APPLY_NVPTX_CARGO",
             "STRIDED_APPLY_BITCODE_LINKER",
