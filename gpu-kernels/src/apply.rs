@@ -13,6 +13,7 @@
 
 use crate::geometry::{Geometry, Index};
 use crate::ops::{Op1, Op2, Op3, Op4};
+use crate::FastDiv;
 use core::mem::size_of;
 
 /// An op as a kernel parameter: the padding keeps zero-sized ops from vanishing from the
@@ -177,6 +178,16 @@ pub const fn vec_width(sizes: &[usize]) -> usize {
     16 / sizes[0]
 }
 
+/// The vectorised variant's second parameter: the element count and, for the 2-D form, the
+/// chunks per row as a divider (the host computes it once, so no chunk divides; `d == 1`
+/// for the other forms).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct VecArg {
+    pub n: u64,
+    pub row: FastDiv,
+}
+
 /// Whether an input of `size`-byte elements may have element stride 2 in a vectorised
 /// kernel of width `width`: its chunk is read as whole 16-byte vectors, of which the even
 /// elements are kept. The launcher and the kernels apply the same rule.
@@ -189,11 +200,14 @@ pub const fn step2_ok(size: usize, width: usize) -> bool {
 /// `g.ndim == 2`: rows of `g.sizes[0]` elements (a multiple of `E`), element stride
 /// `g.strides[k][0]` and row stride `g.strides[k][1]`. Element strides are 1, or 2 for
 /// inputs (see [`load_even`]).
+/// `row` divides by the chunks per row (`g.sizes[0] / E`) in the 2-D form, where chunk
+/// indices are below 2^31 (a 32-bit plan).
 /// The second value: whether another chunk follows this one in its row (or on the one
 /// axis), so the element after this chunk's last one is inside the view's span.
 #[inline(always)]
 fn chunk_offsets<const N: usize, const E: usize>(
     g: &Geometry<u32, 2, N>,
+    row: &FastDiv,
     c: u64,
     chunks: u64,
 ) -> ([isize; N], bool) {
@@ -203,13 +217,9 @@ fn chunk_offsets<const N: usize, const E: usize>(
     let (row, col, next) = if g.ndim == 1 {
         (0, c as u32 * E as u32, c + 1 < chunks)
     } else {
-        let c = c as u32;
-        let per_row = g.sizes[0] / E as u32;
-        // SAFETY: the planner only picks the 2-D form with at least one chunk per row.
-        unsafe { core::hint::assert_unchecked(per_row != 0) };
-        let row = c / per_row;
-        let col = (c - row * per_row) * E as u32;
-        (row, col, col + E as u32 != g.sizes[0])
+        let (r, c) = row.divmod(c as u32);
+        let col = c * E as u32;
+        (r, col, col + E as u32 != g.sizes[0])
     };
     let mut off = [0isize; N];
     let mut k = 0;
@@ -294,19 +304,21 @@ macro_rules! vec_body {
         /// # Safety
         /// As for the scalar bodies; in addition every operand's base pointer is 16-byte
         /// aligned, the output's element stride is 1 and each input's is 1 or 2, and in the
-        /// 2-D form every row length is a multiple of `E` and every row stride keeps rows
-        /// 16-byte aligned (the launcher checks all of these before choosing this variant).
+        /// 2-D form every row length is a multiple of `E`, every row stride keeps rows
+        /// 16-byte aligned and `arg.row` divides by the chunks per row (the launcher checks
+        /// and computes all of these before choosing this variant).
         #[inline(always)]
         #[allow(clippy::too_many_arguments)]
         pub unsafe fn $name<Op: $trait<O $(, $t)*>, O: Copy $(, $t: Copy)*, const E: usize>(
             op: Op,
-            n: u64,
+            arg: &VecArg,
             g: &Geometry<u32, 2, $n>,
             out: *mut O,
             $($x: *const $t,)*
             first: u64,
             step: u64,
         ) {
+            let n = arg.n;
             let chunks = n / E as u64;
             // Element stride 2 only where `step2_ok` allows it (the launcher's rule): the
             // path is compiled out of other kernels.
@@ -314,7 +326,7 @@ macro_rules! vec_body {
             let mut c = first;
             while c < chunks {
                 #[allow(unused_variables)]
-                let (offs, next) = chunk_offsets::<$n, E>(g, c, chunks);
+                let (offs, next) = chunk_offsets::<$n, E>(g, &arg.row, c, chunks);
                 $( let $x: [$t; E] = if $x.1 {
                     load_even($x.0.offset(offs[$k]), next)
                 } else {

@@ -302,15 +302,15 @@ macro_rules! kernels {
             #[allow(improper_ctypes_definitions)]
             unsafe extern "ptx-kernel" fn entry(
                 op: $crate::apply::OpArg<$op>,
-                n: u64,
+                arg: $crate::apply::VecArg,
                 g: $crate::Geometry<u32, 2, $n>,
                 $($p: $pt),+
             ) {
                 let (first, step) = $crate::device::thread_range::<u64>();
                 const E: usize = $crate::apply::vec_width(&[$(::core::mem::size_of::<$t>()),+]);
-                // SAFETY: the launcher checked alignment and row lengths for this variant and
-                // the planner proved the Geometry invariants.
-                unsafe { $crate::kernels!(@vec_call $body, E, op.op, n, &g, ($($p),+), first, step) }
+                // SAFETY: the launcher checked alignment and row lengths for this variant,
+                // computed `arg.row`, and the planner proved the Geometry invariants.
+                unsafe { $crate::kernels!(@vec_call $body, E, op.op, &arg, &g, ($($p),+), first, step) }
             }
         };
     };

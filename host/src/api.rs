@@ -7,7 +7,7 @@ use crate::layout::Layout;
 use crate::plan::{plan, Plan};
 use crate::tensor::DeviceTensor;
 use cudarc::driver::sys::CUstream;
-use gpu_kernels::apply::OpArg;
+use gpu_kernels::apply::{OpArg, VecArg};
 use gpu_kernels::{
     Elem, FastDiv, Geometry, Index, KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, TileArg,
     Variant, MAX_DIMS,
@@ -93,17 +93,17 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
     elem_sizes: [usize; N],
     stream: CUstream,
 ) -> Result<()> {
-    if let Some(g) = vec_geometry(plan, &ptrs, &elem_sizes) {
+    if let Some((g, arg)) = vec_geometry(plan, &ptrs, &elem_sizes) {
         let n = plan.numel;
-        let mut args = params(op, &n, &g, &ptrs);
+        let mut args = params(op, &arg, &g, &ptrs);
         let chunks = n.div_ceil(gpu_kernels::apply::vec_width(&elem_sizes) as u64);
         // One chunk per thread, no grid-stride loop: on the H200 the CUDA C reference
         // measured 4353 against 4056–4151 GB/s (dense add) and 3352 against 3199–3206
         // (step-2 slice) for grid-stride launches of 4–32 blocks per SM.
         let shape = gpu.shape_per_thread(chunks);
-        // SAFETY: the parameter list is (OpArg<Op>, u64, Geometry<u32, 2, N>, N pointers), as
-        // `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra
-        // alignment conditions, the caller the rest.
+        // SAFETY: the parameter list is (OpArg<Op>, VecArg, Geometry<u32, 2, N>, N pointers),
+        // as `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra
+        // alignment conditions and made the row divider, the caller the rest.
         return unsafe { gpu.launch(names, Variant::Vec, shape, stream, args.as_mut()) };
     }
     if let Some((g, t, shape)) = tiled_geometry(names, plan, &ptrs, &elem_sizes) {
@@ -223,7 +223,7 @@ fn vec_geometry<const N: usize>(
     plan: &Plan<N>,
     ptrs: &[u64; N],
     elem_sizes: &[usize; N],
-) -> Option<Geometry<u32, 2, N>> {
+) -> Option<(Geometry<u32, 2, N>, VecArg)> {
     if ptrs.iter().any(|p| p % 16 != 0) {
         return None;
     }
@@ -237,13 +237,20 @@ fn vec_geometry<const N: usize>(
         _ => false,
     };
     let inner_ok = plan.strides[0][0] == 1 && (1..N).all(step_ok);
+    let one = FastDiv::new(1)?;
+    let arg = |row| VecArg { n: plan.numel, row };
     match plan.variant {
-        Variant::Contig => Some(Geometry::empty()),
-        Variant::D1 => inner_ok.then(|| plan.geometry::<u32, 2>()),
+        Variant::Contig => Some((Geometry::empty(), arg(one))),
+        Variant::D1 => inner_ok.then(|| (plan.geometry::<u32, 2>(), arg(one))),
         Variant::D2 => {
             let rows_ok = (0..N).all(|k| (plan.strides[k][1] * elem_sizes[k] as i64) % 16 == 0);
+            // Chunks per row, at least one; a 2-D plan is 32-bit, so chunk indices are below
+            // 2^31 as `FastDiv` needs.
+            let per_row = u32::try_from(plan.sizes[0] / width)
+                .ok()
+                .and_then(FastDiv::new)?;
             (inner_ok && rows_ok && plan.sizes[0].is_multiple_of(width))
-                .then(|| plan.geometry::<u32, 2>())
+                .then(|| (plan.geometry::<u32, 2>(), arg(per_row)))
         }
         _ => None,
     }
@@ -388,8 +395,22 @@ mod tests {
 
     /// `vec_geometry` of `out = f(a, b)` with 16-byte aligned f32 operands at `ptrs`.
     fn vec_of(out: &Layout, a: &Layout, b: &Layout, ptrs: [u64; 3]) -> Option<Geometry<u32, 2, 3>> {
+        vec_arg_of(out, a, b, ptrs).map(|(g, _)| g)
+    }
+
+    /// The same with the kernel's `VecArg`.
+    fn vec_arg_of(
+        out: &Layout,
+        a: &Layout,
+        b: &Layout,
+        ptrs: [u64; 3],
+    ) -> Option<(Geometry<u32, 2, 3>, VecArg)> {
         let p: Plan<3> = plan([out, a, b], ["out", "a", "b"]).unwrap();
-        vec_geometry(&p, &ptrs, &[4; 3])
+        let r = vec_geometry(&p, &ptrs, &[4; 3]);
+        if let Some((_, arg)) = r {
+            assert_eq!(arg.n, p.numel);
+        }
+        r
     }
 
     const ALIGNED: [u64; 3] = [0x1000, 0x2000, 0x3000];
@@ -408,13 +429,17 @@ mod tests {
         // A[:, 0:128:2] keeps two axes: rows of 64 elements, row stride 256.
         let half = wide.slice(1, Some(0), Some(128), 2).unwrap();
         let out2 = Layout::contiguous(&[64, 64]).unwrap();
-        let g = vec_of(&out2, &half, &out2, ALIGNED).expect("2-axis step-2 slice");
+        let (g, arg) = vec_arg_of(&out2, &half, &out2, ALIGNED).expect("2-axis step-2 slice");
         assert_eq!(
             (g.ndim, g.sizes[0], g.strides[1][0], g.strides[1][1]),
             (2, 64, 2, 256)
         );
-        // Dense operands: the contiguous form.
-        assert_eq!(vec_of(&out, &out, &out, ALIGNED).expect("dense").ndim, 0);
+        // Rows of 64 f32: 16 chunks of 4 per row, divided without a division on the GPU.
+        assert_eq!(arg.row, FastDiv::new(16).unwrap());
+        assert_eq!(arg.row.divmod(37), (2, 5));
+        // Dense operands: the contiguous form, whose divider is 1.
+        let (g, arg) = vec_arg_of(&out, &out, &out, ALIGNED).expect("dense");
+        assert_eq!((g.ndim, arg.row.d), (0, 1));
     }
 
     #[test]
