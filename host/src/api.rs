@@ -76,6 +76,12 @@ pub(crate) fn check_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
     Ok(())
 }
 
+/// The divider by 1, for kernel parameters whose divider goes unused or divides nothing.
+pub(crate) const DIV_ONE: FastDiv = match FastDiv::new(1) {
+    Some(d) => d,
+    None => panic!("1 is a divisor"),
+};
+
 /// Builds the per-variant kernel parameters and launches through [`Gpu::launch`].
 ///
 /// # Safety
@@ -237,7 +243,7 @@ fn vec_geometry<const N: usize>(
         _ => false,
     };
     let inner_ok = plan.strides[0][0] == 1 && (1..N).all(step_ok);
-    let one = FastDiv::new(1)?;
+    let one = DIV_ONE;
     let arg = |row| VecArg { n: plan.numel, row };
     match plan.variant {
         Variant::Contig => Some((Geometry::empty(), arg(one))),

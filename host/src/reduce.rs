@@ -242,7 +242,7 @@ pub fn plan_reduce(
     };
     let groups = body::groups_used(n32, w);
     let outputs = out.numel() as u64;
-    let one = FastDiv::new(1).expect("1 divides");
+    let one = crate::api::DIV_ONE;
     let mut g = ReduceGeometry {
         n: n32,
         group_len: body::group_len(n32, w),

@@ -350,23 +350,29 @@ impl PtxBuild {
             ptx_stored: DEFAULT_PTX_STORED.to_vec(),
             target_dir,
         };
-        if let Ok(v) = std::env::var("STRIDED_APPLY_DEV_CUBINS") {
-            build.only_cubins(&v);
+        // Development only (`STRIDED_APPLY_DEV_CUBINS=90`, comma-separated): the listed
+        // cubins and the PTX they are made from, to try a kernel change on one GPU in a
+        // fraction of the image's build time. The targets are part of the fingerprint, so
+        // such an image never passes for the committed one (its build goes to `OUT_DIR`;
+        // `scripts/ptx --check` fails). A list naming no default cubin is ignored.
+        if let Ok(list) = std::env::var("STRIDED_APPLY_DEV_CUBINS") {
+            let wanted: Vec<u32> = list
+                .split(',')
+                .filter_map(|a| a.trim().parse().ok())
+                .collect();
+            if build.cubins.iter().any(|(sm, _)| wanted.contains(sm)) {
+                build.keep_cubins(|sm, _| wanted.contains(&sm));
+            } else {
+                println!("cargo:warning=STRIDED_APPLY_DEV_CUBINS=`{list}` names none of the cubins {:?}: ignored", build.cubins);
+            }
         }
         build
     }
 
-    /// Development only (`STRIDED_APPLY_DEV_CUBINS=90`): keep the default cubins whose sm is
-    /// listed (comma-separated), the PTX targets they are made from, and the stored PTX
-    /// among those. A kernel change is then tried on one GPU in a fraction of the image's
-    /// build time. The targets are part of the fingerprint, so such an image never passes
-    /// for the committed one (its build goes to `OUT_DIR`; `scripts/ptx --check` fails).
-    fn only_cubins(&mut self, list: &str) {
-        let wanted: Vec<u32> = list
-            .split(',')
-            .filter_map(|a| a.trim().parse().ok())
-            .collect();
-        self.cubins.retain(|(sm, _)| wanted.contains(sm));
+    /// Keeps the cubins `(sm, from)` for which `keep` holds, the PTX targets they are made
+    /// from, and the stored PTX among those.
+    fn keep_cubins(&mut self, keep: impl Fn(u32, u32) -> bool) {
+        self.cubins.retain(|&(sm, from)| keep(sm, from));
         let sources: Vec<u32> = self.cubins.iter().map(|&(_, from)| from).collect();
         self.archs.retain(|a| sources.contains(a));
         self.ptx_stored.retain(|a| sources.contains(a));
@@ -684,9 +690,7 @@ impl PtxBuild {
             None => self.build_code(tc, scratch)?,
             Some(only) => {
                 let mut sub = self.clone();
-                sub.archs.retain(|a| only.contains(a));
-                sub.cubins.retain(|(_, from)| only.contains(from));
-                sub.ptx_stored.retain(|a| only.contains(a));
+                sub.keep_cubins(|_, from| only.contains(&from));
                 report.notes.push(format!(
                     "only the PTX targets {:?} and their cubins {:?} were rebuilt and compared",
                     sub.archs, sub.cubins
