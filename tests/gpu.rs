@@ -2030,7 +2030,8 @@ struct ReduceCase {
 /// The layouts that reach each reduction kernel path: the row kernel with 16-byte vectors
 /// (with and without a partial last chunk), without them (misaligned start, strided rows,
 /// reversed rows), the column kernel (partial column blocks, keepdim output, reversed
-/// reduced axis, a broadcast reduced axis), permuted 4-D views over axes (1, 3) (two
+/// reduced axis, a broadcast reduced axis; 16-byte column vectors for 4- and 8-byte types
+/// where aligned, element reads in a misaligned view), permuted 4-D views over axes (1, 3) (two
 /// reduced dimensions: columns into a transposed output when the inner one holds whole
 /// chunks, else strided rows into a keepdim output), several groups and the final kernel
 /// (1-D n = 2^20 + 3: 16 groups; columns and multi-dimensional rows of 2 groups), and a
@@ -2112,6 +2113,14 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[1000, 70]),
             &[0],
             c(&[1, 70]),
+            Some(Cols),
+        ),
+        case(
+            "cols-misaligned-offset-1",
+            &[600, 97],
+            c(&[600, 97]).slice(1, Some(1), None, 1).unwrap(),
+            &[0],
+            c(&[96]),
             Some(Cols),
         ),
         case(

@@ -205,6 +205,15 @@ macro_rules! kernels {
         let _ = $inp;
         $crate::reduce::finals::<_, $t, $k>($op, $g, $out, $scratch)
     }};
+    (@reduce_call cols $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty, $k:ident) => {
+        $crate::reduce::cols::<
+            _,
+            $t,
+            $k,
+            { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize },
+            { $crate::reduce::col_vec(::core::mem::size_of::<$t>()) as usize },
+        >($op, $g, $out, $inp, $scratch)
+    };
     (@reduce_call $body:ident $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty, $k:ident) => {
         $crate::reduce::$body::<_, $t, $k, { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize }>(
             $op, $g, $out, $inp, $scratch,

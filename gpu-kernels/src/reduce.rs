@@ -41,15 +41,33 @@ pub const KEPT_DIMS: usize = 6;
 pub const RED_DIMS: usize = 6;
 /// Most inputs of one reduction source (a map over them, [`Source`]).
 pub const MAX_INPUTS: usize = 3;
-/// Column kernel: threads along the kept unit-stride axis (one output each).
+/// Column kernel: columns (outputs along the kept unit-stride axis) per block.
 pub const COL_X: u32 = 32;
-/// Column kernel: threads along the slots (each folds `SLOTS / COL_Y` slots).
+/// Column kernel: threads along the slots for one column per thread (each folds `SLOTS /
+/// COL_Y` slots); with [`col_vec`] columns per thread, `COL_Y * col_vec` threads of
+/// `SLOTS / (COL_Y * col_vec)` slots each.
 pub const COL_Y: u32 = 16;
 /// Final kernel: threads per block (one block per output).
 pub const FINAL_BLOCK: u32 = 256;
 /// [`ReduceGeometry::flags`]: the row kernel may read 16-byte vectors (one reduced
 /// dimension of stride 1, every row start 16-byte aligned).
 pub const VEC_ROWS: u32 = 1;
+/// [`ReduceGeometry::flags`]: the column kernel may read each thread's [`col_vec`] columns
+/// as one 16-byte vector (invariant 7 of [`ReduceGeometry`]).
+pub const VEC_COLS: u32 = 2;
+
+/// Columns per thread of the column kernel for `size`-byte elements: 4 for 4-byte elements
+/// (one 16-byte load along the kept axis where [`VEC_COLS`] allows), else 1 (8-byte
+/// elements already read 256 bytes of a row per warp; two of them per thread took 70
+/// registers, one block per SM). A thread holds `SLOTS / COL_Y` accumulators whatever
+/// this is.
+pub const fn col_vec(size: usize) -> u32 {
+    if size == 4 {
+        4
+    } else {
+        1
+    }
+}
 
 /// Elements per slot chunk: 16 bytes of `size`-byte elements.
 pub const fn chunk(size: usize) -> u32 {
@@ -478,6 +496,11 @@ truth_reduce!(Any, false, |a, b| a | b);
 /// 6. For the column kernel: `nred == 1` (then `red[1]` has size 1 and stride 0), or
 ///    `nred == 2` and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses
 ///    the innermost reduced dimension).
+/// 7. With [`VEC_COLS`] in `flags` (column kernel, `v = `[`col_vec`]`(size_of::<T>()) > 1`):
+///    `kept[0]` is a multiple of `v`, `kept_strides[1 + k][0] == 1` for every input `k`,
+///    and every input element whose `kept[0]` index is a multiple of `v` is 16-byte
+///    aligned (each base 16-byte aligned, every other kept and every reduced stride a
+///    multiple of 16 bytes).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReduceGeometry {
@@ -890,105 +913,159 @@ mod gpu {
         }
     }
 
-    /// One level of the column kernel's in-register tree: slots `y + COL_Y * m` and
-    /// `y + COL_Y * (m + H)` for `m < H` (constant indices, so `acc` stays in registers).
-    #[inline(always)]
-    fn level<R: Reduce<I>, I, const M: usize, const H: usize>(
-        op: &R,
-        acc: &mut [R::Acc; M],
-        y: u32,
-        w: u32,
-        len: u32,
-    ) {
-        unrolled!(H, |m| {
-            if (y + COL_Y * (m + H) as u32) * w < len {
-                acc[m] = op.combine(acc[m], acc[m + H]);
-            }
-        });
-    }
-
-    /// The column kernel: blocks of `COL_X × COL_Y` threads; thread `(x, y)` folds slots
-    /// `y + COL_Y * m` of the output in column `x` of its block. Block `b` is column block
-    /// `b % col_blocks` of outer output `(b / col_blocks) % outer`, group
-    /// `b / (col_blocks * outer)`. `COL_X * COL_Y * size_of::<Acc>()` bytes of dynamic
-    /// shared memory.
+    /// The column kernel: blocks of `COL_X / V × COL_Y * V` threads over `COL_X` columns;
+    /// thread `(x, y)` holds columns `x * V ..+ V` of its block and, in each, slots
+    /// `y + COL_Y * V * m` for `m < M = SLOTS / (COL_Y * V)` (`M * V` accumulators: 16).
+    /// Block `b` is column block `b % col_blocks` of outer output `(b / col_blocks) %
+    /// outer`, group `b / (col_blocks * outer)`. `COL_X * COL_Y * V * size_of::<Acc>()`
+    /// bytes of dynamic shared memory. With [`VEC_COLS`] a thread reads its `V` columns as
+    /// one 16-byte vector, else one element at a time.
+    ///
+    /// The halving tree over a column's slots pairs slot `s` with `s + h`: the levels of
+    /// `m` fold in registers, those of `y` in shared memory, one level per barrier.
     ///
     /// # Safety
     /// The [`ReduceGeometry`] invariants (`kept[0]` the input's unit-stride axis is a
-    /// performance matter only); the launch shape above.
+    /// performance matter only, except under [`VEC_COLS`]: invariant 7); the launch shape
+    /// above.
     #[inline(always)]
-    pub unsafe fn cols<S: Source<T, K>, T: Copy, const K: usize, const W: usize>(
+    pub unsafe fn cols<S: Source<T, K>, T: Copy, const K: usize, const W: usize, const V: usize>(
         src: S,
         g: &ReduceGeometry,
         out: *mut OutOf<S, T, K>,
         inp: [*const T; K],
         scratch: *mut AccOf<S, T, K>,
     ) {
-        const M: usize = (SLOTS / COL_Y) as usize;
         if !S::COLUMNS {
             // The host never launches it (`Source::COLUMNS`); nothing is instantiated.
             // SAFETY: stops the kernel.
             unsafe { core::arch::nvptx::trap() };
         }
+        // SAFETY (both): the caller's contract; `VEC_COLS` only where invariant 7 holds.
+        if V > 1 && g.flags & VEC_COLS != 0 {
+            unsafe { cols_body::<S, T, K, W, V, true>(src, g, out, inp, scratch) }
+        } else {
+            unsafe { cols_body::<S, T, K, W, V, false>(src, g, out, inp, scratch) }
+        }
+    }
+
+    /// [`cols`], with its reads as vectors (`VEC`) or elements.
+    #[inline(always)]
+    unsafe fn cols_body<
+        S: Source<T, K>,
+        T: Copy,
+        const K: usize,
+        const W: usize,
+        const V: usize,
+        const VEC: bool,
+    >(
+        src: S,
+        g: &ReduceGeometry,
+        out: *mut OutOf<S, T, K>,
+        inp: [*const T; K],
+        scratch: *mut AccOf<S, T, K>,
+    ) {
+        // Accumulators per thread, `M` slots of `V` columns.
+        const A: usize = (SLOTS / COL_Y) as usize;
+        let m_slots = A / V;
+        let cy = COL_Y * V as u32;
         let op = src.reduction();
         let (x, y, bid) = tile_thread();
         let k0 = g.kept[0].d;
         let outer = g.outputs / k0;
         let (cb, rest) = (bid % g.col_blocks, bid / g.col_blocks);
         let (ob, grp) = (rest % outer, rest / outer);
-        let c = cb * COL_X + x;
-        let active = c < k0;
-        // Threads past the last column read the last column's elements (in bounds) and
-        // write nothing.
-        let o = if active { c } else { k0 - 1 } + k0 * ob;
+        let c = cb * COL_X + x * V as u32;
+        // The thread's first column, inside the kept axis: threads past the last column
+        // read the last columns' elements (in bounds; under `VEC_COLS`, `k0` is a multiple
+        // of `V`, so this is a whole aligned vector) and write nothing. Column `c + j`
+        // reads column `min(c + j, k0 - 1)`.
+        let c_in = if c < k0 {
+            c
+        } else {
+            (k0 - 1) / V as u32 * V as u32
+        };
+        let o = c_in + k0 * ob;
         let (oo, io) = g.kept_offsets::<K>(o);
         let (lo, len) = g.group(grp);
-        // SAFETY (all reads): invariant 3 for every index below `len` of this group.
+        // SAFETY (all reads): invariant 3 for every column read and every index below
+        // `len` of this group.
         let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
+        // Element offsets of the thread's columns from its first (element reads only).
+        let dcol: [[isize; V]; K] = core::array::from_fn(|k| {
+            core::array::from_fn(|j| {
+                let cj = if c_in + (j as u32) < k0 {
+                    c_in + j as u32
+                } else {
+                    k0 - 1
+                };
+                (cj - c_in).wrapping_mul(g.kept_strides[1 + k][0]) as i32 as isize
+            })
+        });
         let w = W as u32;
-        let mut acc = [op.placeholder(); M];
+        let mut acc = [op.placeholder(); A];
         let s0: [u32; K] = core::array::from_fn(|k| g.red_strides[k][0]);
         // The inputs' chunks at reduced index `r` (one offset per chunk, without a branch),
-        // and element `j` of such chunks: a chunk's elements are consecutive along the
-        // innermost reduced dimension (invariant 6).
+        // and element `j` of such chunks, `V` columns of each input: a chunk's elements are
+        // consecutive along the innermost reduced dimension (invariant 6).
         // SAFETY (callers): invariant 3 for `r + j < len`.
         let chunk_at = |r: u32| -> [*const T; K] {
             let off = g.red_offset2::<K>(lo + r);
             core::array::from_fn(|k| unsafe { base[k].offset(off[k]) })
         };
-        let read = |p: &[*const T; K], j: usize| -> [T; K] {
+        let read = |p: &[*const T; K], j: usize| -> [[T; V]; K] {
             core::array::from_fn(|k| unsafe {
-                *p[k].offset((j as u32).wrapping_mul(s0[k]) as i32 as isize)
+                let q = p[k].offset((j as u32).wrapping_mul(s0[k]) as i32 as isize);
+                if VEC {
+                    // 16 aligned bytes: invariant 7.
+                    load_v4::<T, V>(q)
+                } else if V == 1 {
+                    [*q; V]
+                } else {
+                    core::array::from_fn(|l| *q.offset(dcol[k][l]))
+                }
             })
         };
+        // Column `l` of input values `v` (one per input), as the source's item.
+        let item = |v: &[[T; V]; K], l: usize| src.item(core::array::from_fn(|k| v[k][l]));
         // Each pass reads chunk `base / step` of every slot of this thread. Whole passes
-        // are straight-line code without guards, loading `B` chunks (at most 64 values)
+        // are straight-line code without guards, loading `b` chunks (at most 64 values)
         // before folding any, so the loads are in flight together; the last, partial pass
-        // is guarded. Chunks per batch (`b * W * K <= 64` values): a constant once `W` is.
-        let b: usize = if 64 / (W * K) < M { 64 / (W * K) } else { M };
+        // is guarded. Chunks per batch: the largest power of two with `b * W * V * K <= 64`
+        // values and `b <= M` (so batches cover the slots exactly), a constant. The
+        // unrolled loops over a chunk's elements and columns are one loop over `W * V <=
+        // 16` pairs, so the source holds as many copies of the fold as before columns.
+        let fit = 64 / (W * V * K);
+        let b: usize = if fit >= m_slots {
+            m_slots
+        } else {
+            1 << (usize::BITS - 1 - fit.leading_zeros())
+        };
         let step = SLOTS * w;
         let mut pass = 0;
         while pass + step <= len {
-            unrolled!(@each M / b, mb, {
-                // One batch's values, flat (`b * W <= 64` chunks of `K`), declared per
-                // batch: a `[[_; W]; M]` array of the whole pass cost LLVM's SROA minutes
-                // per 1-byte family (256 slices in one alloca).
-                let mut v = [core::mem::MaybeUninit::<[T; K]>::uninit(); 64];
+            unrolled!(@each m_slots / b, mb, {
+                // One batch's chunks, flat (`b * W <= 64` elements of `V` columns of each
+                // input), declared per batch: a `[[_; W]; M]` array of the whole pass cost
+                // LLVM's SROA minutes per 1-byte family (256 slices in one alloca).
+                let mut v = [core::mem::MaybeUninit::<[[T; V]; K]>::uninit(); 64];
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
-                    let c0 = pass + (y + COL_Y * m as u32) * w;
+                    let c0 = pass + (y + cy * m as u32) * w;
                     // SAFETY: `c0 + W <= pass + step <= len`.
                     let p = chunk_at(c0);
                     unrolled!(W, |j| { v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j)) });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 unrolled!(@each b, i, {
                     let m = mb * b + i;
-                    let c0 = pass + (y + COL_Y * m as u32) * w;
-                    unrolled!(W, |j| {
+                    let c0 = pass + (y + cy * m as u32) * w;
+                    unrolled!(W * V, |jl| {
+                        let (j, l) = (jl / V, jl % V);
                         // SAFETY: the load phase above wrote every `v[i * W + j]`.
-                        let x = src.item(unsafe { v[i * W + j].assume_init() });
+                        let x = item(unsafe { &v[i * W + j].assume_init() }, l);
                         let i = lo + c0 + j as u32;
-                        acc[m] = if pass == 0 && j == 0 { op.first(x, i) } else { op.fold(acc[m], x, i) };
+                        let a = &mut acc[m * V + l];
+                        *a = if pass == 0 && j == 0 { op.first(x, i) } else { op.fold(*a, x, i) };
                     });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
                 // A barrier to LLVM's scheduling (an asm block that may touch memory): the
@@ -1000,53 +1077,85 @@ mod gpu {
             pass += step;
         }
         if pass < len {
-            unrolled!(M, |m| {
-                let c0 = pass + (y + COL_Y * m as u32) * w;
-                if c0 < len {
-                    let p = chunk_at(c0);
-                    unrolled!(W, |j| {
-                        if c0 + (j as u32) < len {
-                            // SAFETY: `c0 + j < len`.
-                            let x = src.item(read(&p, j));
-                            let i = lo + c0 + j as u32;
-                            acc[m] = if pass == 0 && j == 0 {
-                                op.first(x, i)
-                            } else {
-                                op.fold(acc[m], x, i)
-                            };
-                        }
-                    });
+            unrolled!(A, |m| {
+                if m < m_slots {
+                    let c0 = pass + (y + cy * m as u32) * w;
+                    if c0 < len {
+                        let p = chunk_at(c0);
+                        unrolled!(W * V, |jl| {
+                            let (j, l) = (jl / V, jl % V);
+                            if c0 + (j as u32) < len {
+                                // SAFETY: `c0 + j < len`.
+                                let x = item(&read(&p, j), l);
+                                let i = lo + c0 + j as u32;
+                                let a = &mut acc[m * V + l];
+                                *a = if pass == 0 && j == 0 {
+                                    op.first(x, i)
+                                } else {
+                                    op.fold(*a, x, i)
+                                };
+                            }
+                        });
+                    }
                 }
             });
         }
-        level::<_, _, M, 8>(&op, &mut acc, y, w, len);
-        level::<_, _, M, 4>(&op, &mut acc, y, w, len);
-        level::<_, _, M, 2>(&op, &mut acc, y, w, len);
-        level::<_, _, M, 1>(&op, &mut acc, y, w, len);
-        let sm = shared_base() as *mut AccOf<S, T, K>;
-        // SAFETY: `y < COL_Y`, `x < COL_X`: inside the shared array.
-        unsafe { *sm.add((y * COL_X + x) as usize) = acc[0] };
-        sync_threads();
-        if y == 0 {
-            let mut s = COL_Y / 2;
-            while s >= 1 {
-                let mut l = 0;
-                while l < s {
-                    if (l + s) * w < len {
-                        // SAFETY: rows `l` and `l + s` of column `x`, inside the array.
-                        unsafe {
-                            let a = sm.add((l * COL_X + x) as usize);
-                            *a = op.combine(*a, *sm.add(((l + s) * COL_X + x) as usize));
-                        }
+        // The tree's levels over `m` (slot distance `cy * h`), in registers: constant
+        // indices only.
+        unrolled!(4, |lv| {
+            let h = 8 >> lv;
+            if h < m_slots {
+                unrolled!(A, |ml| {
+                    let (m, l) = (ml / V, ml % V);
+                    if m < h && (y + cy * (m + h) as u32) * w < len {
+                        acc[m * V + l] = op.combine(acc[m * V + l], acc[(m + h) * V + l]);
                     }
-                    l += 1;
+                });
+            }
+        });
+        let sm = shared_base() as *mut AccOf<S, T, K>;
+        // Thread `(x, y)`'s column `l` at `y * COL_X + x * V + l`.
+        let at = |yy: u32, l: usize| (yy * COL_X + x * V as u32) as usize + l;
+        // SAFETY: `y < cy`, `x * V + l < COL_X`: inside the shared array.
+        unrolled!(V, |l| { unsafe { *sm.add(at(y, l)) = acc[l] } });
+        sync_threads();
+        // The levels over `y` (slot distance `s`), one per barrier.
+        let mut s = cy / 2;
+        while s >= 1 {
+            if y < s && (y + s) * w < len {
+                unrolled!(V, |l| {
+                    // SAFETY: rows `y` and `y + s < cy` of the thread's columns.
+                    unsafe {
+                        let a = sm.add(at(y, l));
+                        *a = op.combine(*a, *sm.add(at(y + s, l)));
+                    }
+                });
+            }
+            sync_threads();
+            s /= 2;
+        }
+        if y == 0 {
+            unrolled!(V, |l| {
+                let cl = c + l as u32;
+                if cl < k0 {
+                    let ool = oo + (l as u32).wrapping_mul(g.kept_strides[0][0]) as i32 as isize;
+                    // SAFETY: invariants 3 and 4 (output `cl + k0 * ob`, whose offset is
+                    // `ool`: `c_in == c` for a thread with an active column).
+                    unsafe {
+                        finish_group(
+                            &op,
+                            g,
+                            out,
+                            scratch,
+                            cl + k0 * ob,
+                            grp,
+                            ool,
+                            len,
+                            *sm.add(at(0, l)),
+                        )
+                    };
                 }
-                s /= 2;
-            }
-            if active {
-                // SAFETY: invariants 3 and 4.
-                unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm.add(x as usize)) };
-            }
+            });
         }
     }
 

@@ -12,6 +12,7 @@
 //! ([`gpu_kernels::reduce`]), so they agree bit for bit on every layout, every run.
 //!
 //! ```
+//! # use host as strided_apply; // the examples name the root crate, which re-exports this one
 //! use strided_apply::{reduce, Layout};
 //! use strided_apply::gpu_kernels::reduce::{Amax, Sum};
 //! let x: Vec<f32> = (0..6).map(|v| v as f32).collect(); // [[0, 1, 2], [3, 4, 5]]
@@ -35,7 +36,7 @@ use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::reduce::{
     self as body, AccOf, OutOf, Reduce, ReduceGeometry, ReduceKernels, ReduceNames, Source, COL_X,
-    COL_Y, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS, SLOTS, VEC_ROWS,
+    COL_Y, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS, SLOTS, VEC_COLS, VEC_ROWS,
 };
 use gpu_kernels::{Elem, FastDiv};
 use rayon::prelude::*;
@@ -353,9 +354,10 @@ where
 /// and `out` refer to.
 ///
 /// ```no_run
-/// use strided_apply::{reduce, DeviceTensor, Gpu};
+/// # mod strided_apply { pub use host::*; pub fn open(o: usize) -> Result<Gpu> { Gpu::new(o) } } // the root crate: `open` also registers its built-in kernels
+/// use strided_apply::{reduce, DeviceTensor};
 /// use strided_apply::gpu_kernels::{ops::Sub, reduce::{MapReduce, SumSq}};
-/// let gpu = Gpu::new(0)?;
+/// let gpu = strided_apply::open(0)?;
 /// let a = DeviceTensor::from_slice(&gpu, &[1.0f32, 2.0, 3.0], &[3])?;
 /// let b = DeviceTensor::from_slice(&gpu, &[1.0f32, 0.0, 1.0], &[3])?;
 /// let mut out = DeviceTensor::<f32>::zeros(&gpu, &[])?;
@@ -535,14 +537,20 @@ pub(crate) unsafe fn launch_planned(
                 },
             )
         }
-        ReduceVariant::Cols => (
-            names.cols,
-            LaunchShape {
-                grid: g.col_blocks * (g.outputs / g.kept[0].d) * g.groups,
-                block: (COL_X, COL_Y),
-                shared_bytes: COL_X * COL_Y * acc_size as u32,
-            },
-        ),
+        ReduceVariant::Cols => {
+            let v = body::col_vec(elem_size);
+            if vec_cols(&g, &ptrs[1..=plan.inputs], elem_size) {
+                g.flags |= VEC_COLS;
+            }
+            (
+                names.cols,
+                LaunchShape {
+                    grid: g.col_blocks * (g.outputs / g.kept[0].d) * g.groups,
+                    block: (COL_X / v, COL_Y * v),
+                    shared_bytes: COL_X * COL_Y * v * acc_size as u32,
+                },
+            )
+        }
     };
     let mut args: [*mut c_void; 4 + MAX_INPUTS] = [
         op as *mut c_void,
@@ -555,8 +563,8 @@ pub(crate) unsafe fn launch_planned(
     ];
     // SAFETY: the parameter list is (OpArg<S>, ReduceGeometry, *mut Out, *mut Acc, and
     // one *const T per possible input) as `kernels!` declares for every reduction kernel;
-    // the shapes are the ones `gpu_kernels::reduce`'s kernels document (VEC_ROWS only
-    // where `vec_rows` proved its invariant; columns only for sources that have them, as
+    // the shapes are the ones `gpu_kernels::reduce`'s kernels document (VEC_ROWS and
+    // VEC_COLS only where `vec_rows` and `vec_cols` proved their invariants; columns only for sources that have them, as
     // `plan_reduce` was told); the caller's contract covers the rest.
     unsafe {
         gpu.launch_named(names.module, kernel, shape, stream, &mut args)?;
@@ -582,6 +590,23 @@ fn vec_rows(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
                 && (0..g.nkept as usize).all(|d| {
                     (g.kept_strides[1 + k][d] as i32 as i64 * elem_size as i64).rem_euclid(16) == 0
                 })
+        })
+}
+
+/// Whether the column kernel may read each thread's `col_vec` columns as one 16-byte
+/// vector (invariant 7 of `ReduceGeometry`): more than one column per thread, the kept
+/// axis a multiple of them and of stride 1 in every input, each input's base 16-byte
+/// aligned and every other stride (kept and reduced) a multiple of 16 bytes.
+fn vec_cols(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
+    let v = body::col_vec(elem_size);
+    let aligned = |stride: u32| (stride as i32 as i64 * elem_size as i64).rem_euclid(16) == 0;
+    v > 1
+        && g.kept[0].d.is_multiple_of(v)
+        && inputs.iter().enumerate().all(|(k, &p)| {
+            g.kept_strides[1 + k][0] == 1
+                && p.is_multiple_of(16)
+                && (1..g.nkept as usize).all(|d| aligned(g.kept_strides[1 + k][d]))
+                && (0..g.nred as usize).all(|d| aligned(g.red_strides[k][d]))
         })
 }
 
@@ -963,4 +988,71 @@ where
         |on_cpu| reduce_n_cpu(op, (on_cpu, out.1), inputs, axes),
         |d_out, d_in| reduce_n(gpu, op, d_out, d_in, axes),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The column plan of `sum(dim=0)` over `input` (one input of `size`-byte elements).
+    fn cols_plan(input: &Layout, size: usize) -> ReducePlan {
+        let out = Layout::contiguous(&[input.shape()[1]]).expect("layout");
+        let plan = plan_reduce(&out, &[input], &[0], size, true, true)
+            .expect("plan")
+            .expect("outputs");
+        assert_eq!(plan.variant, ReduceVariant::Cols);
+        plan
+    }
+
+    #[test]
+    fn column_vectors_only_where_every_read_is_an_aligned_16_byte_vector() {
+        let c = |s: &[usize]| Layout::contiguous(s).expect("layout");
+        let dense = cols_plan(&c(&[64, 96]), 4).geometry;
+        assert!(vec_cols(&dense, &[0x1000], 4));
+        // 8-, 2- and 1-byte elements: one column per thread, no vectors.
+        assert!(!vec_cols(
+            &cols_plan(&c(&[64, 96]), 8).geometry,
+            &[0x1000],
+            8
+        ));
+        // Base not 16-byte aligned.
+        assert!(!vec_cols(&dense, &[0x1004], 4));
+        assert!(!vec_cols(
+            &cols_plan(&c(&[64, 96]), 2).geometry,
+            &[0x1000],
+            2
+        ));
+        assert!(!vec_cols(
+            &cols_plan(&c(&[64, 96]), 1).geometry,
+            &[0x1000],
+            1
+        ));
+        // Kept axis not a multiple of 4 columns.
+        assert!(!vec_cols(
+            &cols_plan(&c(&[64, 70]), 4).geometry,
+            &[0x1000],
+            4
+        ));
+        // Rows of 97 elements: the reduced stride breaks the alignment.
+        let sliced = c(&[64, 97]).slice(1, None, Some(96), 1).expect("slice");
+        assert!(!vec_cols(&cols_plan(&sliced, 4).geometry, &[0x1000], 4));
+        // Flipped rows keep it (stride -96 elements, 384 bytes).
+        assert!(vec_cols(
+            &cols_plan(&c(&[64, 96]).flip(0).expect("flip"), 4).geometry,
+            &[0x1000],
+            4
+        ));
+        // A second input broadcast along the kept axis (stride 0) has no vectors.
+        let out = c(&[96]);
+        let row = c(&[64, 1]).broadcast_to(&[64, 96]).expect("broadcast");
+        let two = plan_reduce(&out, &[&c(&[64, 96]), &row], &[0], 4, true, true)
+            .expect("plan")
+            .expect("outputs");
+        assert_eq!(two.variant, ReduceVariant::Cols);
+        assert!(!vec_cols(&two.geometry, &[0x1000, 0x2000], 4));
+        assert!(
+            vec_cols(&two.geometry, &[0x1000], 4),
+            "the first input alone"
+        );
+    }
 }
