@@ -4,6 +4,7 @@
 //! checks, plan and launch site as the typed API, or to the CPU twin over byte slices.
 //!
 //! ```
+//! # use host as strided_apply; // the examples name the root crate, which re-exports this one
 //! use strided_apply::dispatch::{DynOp, HostTensor, HostTensorMut, Scalar};
 //! use strided_apply::{ElemType, Layout};
 //! // out = a + 2.5 (`add_s`: add a scalar on the right) on the CPU twin, over bytes.

@@ -9,6 +9,7 @@
 //! minor release and bring Python bindings along.
 //!
 //! ```no_run
+//! # mod strided_apply { pub use host::*; pub fn open(o: usize) -> Result<Gpu> { Gpu::new(o) } } // the root crate: `open` also registers its built-in kernels
 //! use strided_apply::dlpack::{DLManagedTensorVersioned, Dlpack};
 //! use strided_apply::dispatch::DynOp;
 //! # fn producer() -> *mut DLManagedTensorVersioned { std::ptr::null_mut() }

@@ -42,6 +42,8 @@ pub use api::{apply1, apply2, apply3, apply4};
 pub use cudarc;
 pub use error::{Error, Result};
 pub use gpu::{driver_present, FamilyLoad, Gpu, ModuleImage, ModuleInfo};
+/// The kernel crate: element types, ops, geometry, reductions and stencils.
+pub use gpu_kernels;
 pub use gpu_kernels::{
     bf16, elem::ElemType, f16, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant,
     MAX_DIMS,

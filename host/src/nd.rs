@@ -5,6 +5,7 @@
 //! [`DeviceTensor::to_ndarray`].
 //!
 //! ```
+//! # use host as strided_apply; // the examples name the root crate, which re-exports this one
 //! use ndarray::{array, s, Array2};
 //! use strided_apply::{nd, ops};
 //! let a = array![[1.0f32, 2.0, 3.0], [4.0, 5.0, 6.0]];
@@ -12,7 +13,7 @@
 //! let mut c = Array2::<f32>::zeros((3, 2));
 //! // c = aᵀ reversed along its rows, plus b broadcast along the columns.
 //! nd::apply3(ops::Add, &mut c, &a.t().slice(s![..;-1, ..]), &b.slice(s![.., ndarray::NewAxis]))?;
-//! assert_eq!(c, array![[33.0, 36.0], [22.0, 25.0], [11.0, 14.0]]);
+//! assert_eq!(c, array![[13.0, 16.0], [22.0, 25.0], [31.0, 34.0]]);
 //! # Ok::<(), strided_apply::Error>(())
 //! ```
 

@@ -8,6 +8,7 @@
 //! with rows along axis 0 is `stencil::apply(&gpu, Laplacian2, &mut l, &img, &[1, 0])`.
 //!
 //! ```
+//! # use host as strided_apply; // the examples name the root crate, which re-exports this one
 //! use strided_apply::{stencil, Layout};
 //! use strided_apply::gpu_kernels::stencil::ForwardDiff;
 //! // Forward difference along the columns of a transposed view, on the CPU twin.
