@@ -2030,12 +2030,12 @@ struct ReduceCase {
 /// The layouts that reach each reduction kernel path: the row kernel with 16-byte vectors
 /// (with and without a partial last chunk), without them (misaligned start, strided rows,
 /// reversed rows), the column kernel (partial column blocks, keepdim output, reversed
-/// reduced axis, a broadcast reduced axis; 16-byte column vectors for 4- and 8-byte types
-/// where aligned, element reads in a misaligned view), permuted 4-D views over axes (1, 3) (two
-/// reduced dimensions: columns into a transposed output when the inner one holds whole
-/// chunks, else strided rows into a keepdim output), several groups and the final kernel
-/// (1-D n = 2^20 + 3: 16 groups; columns and multi-dimensional rows of 2 groups), and a
-/// reduction of nothing.
+/// reduced axis, a broadcast reduced axis; 16-byte vectors of 4 columns for 4-byte types
+/// where aligned, their element reads in a misaligned view), permuted 4-D views over axes
+/// (1, 3) (two reduced dimensions: columns into a transposed output when the inner one holds
+/// whole chunks, else strided rows into a keepdim output), several groups and the final kernel
+/// (1-D n = 2^20 + 3: 16 groups; columns, vector columns and multi-dimensional rows of 2
+/// groups), and a reduction of nothing.
 fn reduce_cases() -> Vec<ReduceCase> {
     use strided_apply::reduce::ReduceVariant::{Cols, Rows};
     use strided_apply::Layout;
@@ -2177,6 +2177,14 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[(1 << 17) + 5, 3]),
             &[0],
             c(&[3]),
+            Some(Cols),
+        ),
+        case(
+            "cols-vec-2-groups",
+            &[(1 << 17) + 5, 8],
+            c(&[(1 << 17) + 5, 8]),
+            &[0],
+            c(&[8]),
             Some(Cols),
         ),
         case(
