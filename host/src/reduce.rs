@@ -587,10 +587,13 @@ fn vec_rows(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
         && inputs.iter().enumerate().all(|(k, &p)| {
             g.red_strides[k][0] == 1
                 && p.is_multiple_of(16)
-                && (0..g.nkept as usize).all(|d| {
-                    (g.kept_strides[1 + k][d] as i32 as i64 * elem_size as i64).rem_euclid(16) == 0
-                })
+                && (0..g.nkept as usize).all(|d| whole_vectors(g.kept_strides[1 + k][d], elem_size))
         })
+}
+
+/// Whether a geometry stride (elements, two's complement) moves by whole 16-byte vectors.
+fn whole_vectors(stride: u32, elem_size: usize) -> bool {
+    (stride as i32 as i64 * elem_size as i64).rem_euclid(16) == 0
 }
 
 /// Whether the column kernel may read each thread's `col_vec` columns as one 16-byte
@@ -599,14 +602,13 @@ fn vec_rows(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
 /// aligned and every other stride (kept and reduced) a multiple of 16 bytes.
 fn vec_cols(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
     let v = body::col_vec(elem_size);
-    let aligned = |stride: u32| (stride as i32 as i64 * elem_size as i64).rem_euclid(16) == 0;
     v > 1
         && g.kept[0].d.is_multiple_of(v)
         && inputs.iter().enumerate().all(|(k, &p)| {
             g.kept_strides[1 + k][0] == 1
                 && p.is_multiple_of(16)
-                && (1..g.nkept as usize).all(|d| aligned(g.kept_strides[1 + k][d]))
-                && (0..g.nred as usize).all(|d| aligned(g.red_strides[k][d]))
+                && (1..g.nkept as usize).all(|d| whole_vectors(g.kept_strides[1 + k][d], elem_size))
+                && (0..g.nred as usize).all(|d| whole_vectors(g.red_strides[k][d], elem_size))
         })
 }
 
