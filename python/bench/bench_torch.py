@@ -17,6 +17,16 @@ Cases (``--only NAME`` selects some; repeatable, or comma-separated):
   reading the three tensors, the stream query, finding the op, the launch alone, the whole
   call; median over 25 bursts of 200 of each, ``ns`` per call).
 
+* ``same_buffers``: issue #13's narrow-type cases (u8 and bf16 contiguous add, broadcast
+  row, bf16 ``A + Bᵀ`` and permuted copy) and the ceiling's two (f32 add, d2d copy), each
+  run by torch and by strided_apply **on the same torch tensors**, so that where the
+  allocator put the buffers cannot differ between the two; the two alternate, three rounds
+  of 5 warm-ups and the median of 20 CUDA-event-timed runs each, the output poisoned
+  first; GB/s with each operand's bytes counted once. The results must be equal.
+
+``STRIDED_APPLY_TORCH_READER=python`` makes the module read torch tensors with six Python
+calls each instead of libtorch's C shim (the stderr lines of ``tiny_host`` say which).
+
 Details (medians' spread, ms, the equality check) go to stderr as ``#`` lines.
 Needs Python 3.12, torch 2.11 and a CUDA GPU.
 """
@@ -31,7 +41,7 @@ import torch
 
 import strided_apply as sa
 
-CASES = ("tiny_host", "tiny_phases", "transpose_add", "transpose_add_bf16")
+CASES = ("tiny_host", "tiny_phases", "transpose_add", "transpose_add_bf16", "same_buffers")
 
 
 def emit(impl, case, dtype, value, unit, **detail):
@@ -69,7 +79,8 @@ def tiny_host(bursts=50, calls=200):
             per_call.append((t1 - t0) / calls * 1e6)
         torch.cuda.synchronize()
         emit(impl, "tiny_host", "f32", statistics.median(per_call), "us",
-             n=1024, bursts=bursts, calls_per_burst=calls, min=round(min(per_call), 4))
+             n=1024, bursts=bursts, calls_per_burst=calls, min=round(min(per_call), 4),
+             torch_reader=sa._native._torch_reader())
 
 
 def tiny_phases(bursts=25, calls=200):
@@ -89,6 +100,25 @@ def tiny_phases(bursts=25, calls=200):
              min=round(min(v), 1))
 
 
+def median_ms(fn, out, warmups, runs):
+    """`warmups` calls of `fn`, `out` poisoned (NaN, or 255 for integers: a run that writes
+    nothing cannot pass the equality check), then the median of `runs` CUDA-event times, ms."""
+    for _ in range(warmups):
+        fn()
+    out.fill_(float("nan") if out.dtype.is_floating_point else 255)
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(runs):
+        start = torch.cuda.Event(enable_timing=True)
+        end = torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
 def transpose_add(dtype_name, n=16384, warmups=5, runs=30):
     dtype = {"f32": torch.float32, "bf16": torch.bfloat16}[dtype_name]
     case = "transpose_add" if dtype_name == "f32" else "transpose_add_bf16"
@@ -104,20 +134,7 @@ def transpose_add(dtype_name, n=16384, warmups=5, runs=30):
         "torch": (lambda: torch.add(a, b.t(), out=c_torch), c_torch),
     }
     for impl, (fn, out) in impls.items():
-        for _ in range(warmups):
-            fn()
-        out.fill_(float("nan"))  # poisoned: a run that writes nothing cannot pass the check
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(runs):
-            start = torch.cuda.Event(enable_timing=True)
-            end = torch.cuda.Event(enable_timing=True)
-            start.record()
-            fn()
-            end.record()
-            end.synchronize()
-            times.append(start.elapsed_time(end))  # ms
-        ms = statistics.median(times)
+        ms = median_ms(fn, out, warmups, runs)
         emit(impl, case, dtype_name, bytes_moved / (ms * 1e-3) / 1e9, "GB/s",
              n=n, ms=round(ms, 4), runs=runs, warmups=warmups)
     torch.cuda.synchronize()
@@ -129,6 +146,54 @@ def transpose_add(dtype_name, n=16384, warmups=5, runs=30):
               file=sys.stderr)
         return False
     return True
+
+
+def same_buffers(warmups=5, runs=20, rounds=3):
+    dev = torch.device("cuda")
+    g = torch.Generator(device=dev).manual_seed(1)
+    big = 16384
+    sq = (big, big)
+
+    def rnd(shape, dtype):
+        if dtype.is_floating_point:
+            return (torch.rand(shape, device=dev, generator=g) * 2 - 1).to(dtype)
+        return torch.randint(0, 255, shape, device=dev, generator=g).to(dtype)
+
+    def case(name, dtype_name, inputs, out_dtype, out_shape, sa_fn, torch_fn):
+        outs = {k: torch.empty(out_shape, device=dev, dtype=out_dtype) for k in ("strided_apply", "torch")}
+        nbytes = outs["torch"].numel() * outs["torch"].element_size() + sum(
+            x.untyped_storage().nbytes() if x.numel() > 0 else 0 for x in inputs)
+        impls = {"torch": lambda: torch_fn(*inputs, outs["torch"]),
+                 "strided_apply": lambda: sa_fn(*inputs, outs["strided_apply"])}
+        per = {k: [] for k in impls}
+        for _ in range(rounds):
+            for impl, fn in impls.items():
+                ms = median_ms(fn, outs[impl], warmups, runs)
+                per[impl].append(nbytes / (ms * 1e-3) / 1e9)
+        for impl, v in per.items():
+            emit(impl, f"same_buffers_{name}", dtype_name, statistics.median(v), "GB/s",
+                 rounds=[round(x, 1) for x in v], bytes=nbytes)
+        same = torch.equal(outs["strided_apply"], outs["torch"])
+        print(f"# same_buffers_{name} {dtype_name}: strided_apply's result "
+              f"{'equals' if same else 'DIFFERS FROM'} torch's", file=sys.stderr)
+        return same
+
+    add = lambda a, b, out: sa.add(a, b, out=out)  # noqa: E731
+    tadd = lambda a, b, out: torch.add(a, b, out=out)  # noqa: E731
+    ok = True
+    n = 1 << 28
+    ok &= case("d2d_copy", "f32", [rnd((n,), torch.float32)], torch.float32, (n,),
+               lambda a, out: sa.cast(a, out=out), lambda a, out: out.copy_(a))
+    for name, dt in (("f32", torch.float32), ("u8", torch.uint8), ("bf16", torch.bfloat16)):
+        ok &= case("contiguous_add", name, [rnd((n,), dt), rnd((n,), dt)], dt, (n,), add, tadd)
+    for name, dt in (("u8", torch.uint8), ("bf16", torch.bfloat16)):
+        ok &= case("broadcast_row", name, [rnd(sq, dt), rnd((1, big), dt)], dt, sq, add, tadd)
+    ok &= case("transposed", "bf16", [rnd(sq, torch.bfloat16), rnd(sq, torch.bfloat16).t()], torch.bfloat16, sq,
+               add, tadd)
+    x = rnd((64, 64, 128, 256), torch.bfloat16).permute(3, 1, 0, 2)
+    ok &= case("permute_copy", "bf16", [x], torch.bfloat16, x.shape,
+               lambda a, out: sa.cast(a, out=out), lambda a, out: out.copy_(a))
+    return ok
 
 
 def main(argv=None):
@@ -153,6 +218,8 @@ def main(argv=None):
         ok &= transpose_add("f32")
     if "transpose_add_bf16" in want:
         ok &= transpose_add("bf16")
+    if "same_buffers" in want:
+        ok &= same_buffers()
     return 0 if ok else 1
 
 

@@ -29,6 +29,9 @@ use strided_apply::reduce::{reduce_instances, DynReduce};
 use strided_apply::stencil::{stencil_instances, DynStencil};
 use strided_apply::{ElemType, Error as SaError, Gpu};
 
+mod torch_shim;
+use torch_shim::Shim;
+
 create_exception!(
     _native,
     Error,
@@ -215,9 +218,13 @@ fn gpu(ordinal: i32) -> PyResult<&'static Gpu> {
 
 struct Torch {
     tensor: Py<PyType>,
+    /// `torch.nn.Parameter` (read like `torch.Tensor`: it defines no `__torch_function__`).
+    parameter: Py<PyType>,
     dtypes: Vec<(Py<PyAny>, ElemType)>,
     empty: Py<PyAny>,
     current_stream: Py<PyAny>,
+    /// libtorch's C shim for reading tensors, or why the Python reads are used instead.
+    shim: Result<Shim, String>,
 }
 
 /// torch's objects, once torch is imported (by the user; this module never imports it).
@@ -234,9 +241,20 @@ fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
     for t in ELEM_TYPES {
         dtypes.push((torch.getattr(framework_name(t))?.unbind(), t));
     }
+    let shim = if std::env::var_os("STRIDED_APPLY_TORCH_READER").is_some_and(|v| v == "python") {
+        Err("STRIDED_APPLY_TORCH_READER=python".to_string())
+    } else {
+        Shim::load(py, &torch, &dtypes)
+    };
     let t = Torch {
         tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
+        parameter: torch
+            .getattr("nn")?
+            .getattr("Parameter")?
+            .cast_into::<PyType>()?
+            .unbind(),
         dtypes,
+        shim,
         empty: torch.getattr("empty")?.unbind(),
         current_stream: torch
             .getattr("_C")?
@@ -320,6 +338,27 @@ fn classify<'py>(
     name: &'static str,
 ) -> PyResult<Operand<'py>> {
     if let Some(t) = torch(py)? {
+        // Exactly torch.Tensor or Parameter (a subclass may override what it reports):
+        // read by the shim, with one Python call for the negative bit.
+        let ty = obj.get_type();
+        if let (Ok(shim), true) = (
+            &t.shim,
+            ty.is(t.tensor.bind(py)) || ty.is(t.parameter.bind(py)),
+        ) {
+            if let Some(c) = shim.read_cuda(&obj) {
+                check_not_neg(py, &obj, name)?;
+                return Ok(Operand {
+                    name,
+                    obj,
+                    device: Device::Cuda(c.device),
+                    elem: Some(c.elem),
+                    shape: c.shape,
+                    strides: c.strides,
+                    source: Source::Direct { ptr: c.ptr },
+                    framework: Framework::Torch,
+                });
+            }
+        }
         if obj.is_instance(t.tensor.bind(py))? {
             let device: i32 = obj.call_method0(intern!(py, "get_device"))?.extract()?;
             if device >= 0 {
@@ -385,11 +424,7 @@ fn torch_direct<'py>(
             "{name}: dtype {dtype} has no element type here (float32, float64, float16, bfloat16, int32, int64, uint32, uint8, bool)"
         )));
     };
-    if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
-        return Err(LayoutError::new_err(format!(
-            "{name}: a tensor with torch's negative bit set (a lazy negation view); call .resolve_neg() first"
-        )));
-    }
+    check_not_neg(py, &obj, name)?;
     let ptr: u64 = obj.call_method0(intern!(py, "data_ptr"))?.extract()?;
     let shape: Vec<usize> = obj.getattr(intern!(py, "shape"))?.extract()?;
     let strides: Vec<isize> = obj.call_method0(intern!(py, "stride"))?.extract()?;
@@ -403,6 +438,16 @@ fn torch_direct<'py>(
         source: Source::Direct { ptr },
         framework: Framework::Torch,
     })
+}
+
+/// A LayoutError for a tensor with torch's negative bit (its memory holds `-x`).
+fn check_not_neg(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<()> {
+    if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
+        return Err(LayoutError::new_err(format!(
+            "{name}: a tensor with torch's negative bit set (a lazy negation view); call .resolve_neg() first"
+        )));
+    }
+    Ok(())
 }
 
 fn is_capsule(obj: &Bound<'_, PyAny>) -> bool {
@@ -617,6 +662,9 @@ fn launch_stream(
     }
     if frameworks.contains(&Framework::Torch) {
         if let Some(t) = torch(py)? {
+            if let Some(h) = t.shim.as_ref().ok().and_then(|s| s.current_stream(device)) {
+                return Ok(h as CUstream);
+            }
             let h: usize = t.current_stream.bind(py).call1((device,))?.extract()?;
             return Ok(h as CUstream);
         }
@@ -1521,6 +1569,17 @@ fn op_ids() -> Vec<&'static str> {
     v
 }
 
+/// How torch tensors are read: `"shim"` (libtorch's C shim, one Python call per tensor)
+/// or `"python: "` and why the shim is not used (six Python calls per tensor); `None`
+/// before torch is imported.
+#[pyfunction]
+fn _torch_reader(py: Python<'_>) -> PyResult<Option<String>> {
+    Ok(torch(py)?.map(|t| match &t.shim {
+        Ok(_) => "shim".to_string(),
+        Err(why) => format!("python: {why}"),
+    }))
+}
+
 /// The code chosen for each loaded module on CUDA device `device` (cubin or PTX).
 #[pyfunction]
 #[pyo3(signature = (device=0))]
@@ -1569,6 +1628,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(module_info, m)?)?;
     m.add_function(wrap_pyfunction!(preload, m)?)?;
     m.add_function(wrap_pyfunction!(_call_phases, m)?)?;
+    m.add_function(wrap_pyfunction!(_torch_reader, m)?)?;
     m.add_function(wrap_pyfunction!(stencil, m)?)?;
     m.add_function(wrap_pyfunction!(reduce, m)?)?;
     m.add_function(wrap_pyfunction!(map_reduce, m)?)?;

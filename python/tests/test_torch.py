@@ -40,6 +40,7 @@ allows it); each such place:
   the element type first, torch keeps them in f32 op math for 16-bit tensors).
 """
 
+import os
 import re
 import zlib
 
@@ -52,6 +53,7 @@ from casecount import count_case  # noqa: E402
 from reference import DOMAINS  # noqa: E402
 
 HAS_CUDA = torch.cuda.is_available()
+FORCED_PYTHON_READS = os.environ.get("STRIDED_APPLY_TORCH_READER") == "python"
 NO_CUDA = "no CUDA device: torch.cuda.is_available() is False"
 needs_cuda = pytest.mark.skipif(not HAS_CUDA, reason=NO_CUDA)
 DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
@@ -833,3 +835,61 @@ def test_bf16_scalar_rounds_to_nearest(device):
     z = torch.zeros(4, dtype=torch.bfloat16, device=device)
     assert sa.add_s(z, s).tolist() == [want] * 4
     assert sa.fill(s, out=z).tolist() == [want] * 4
+
+
+@needs_cuda
+def test_cuda_tensors_are_read_through_libtorchs_c_shim():
+    """torch.Tensor and Parameter operands on CUDA are read by libtorch's C shim (one Python
+    call per tensor), not by six Python calls: the per-call host-time figure depends on it.
+    The shim passed its self-check against Python's reads of a probe view."""
+    sa.add(torch.ones(2, device="cuda"), torch.ones(2, device="cuda"))
+    want = "python: STRIDED_APPLY_TORCH_READER=python" if FORCED_PYTHON_READS else "shim"
+    assert sa._native._torch_reader() == want
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "uint8", "int64"])
+def test_views_read_by_the_shim_match_torch(dtype):
+    """Storage offsets, transposes, steps, expands and zero-size views, each element type's
+    code: through the shim (torch.Tensor, Parameter) and the Python reads (a subclass)."""
+    dt = getattr(torch, dtype)
+    base = (torch.arange(4 * 6 * 10, device="cuda") % 97).to(dt).view(4, 6, 10)
+
+    class Sub(torch.Tensor):
+        pass
+
+    views = [
+        base[1:, 2:5, ::3],
+        base.permute(2, 0, 1)[3:7],
+        base[2, :, 4:5].expand(6, 3),
+        base.as_strided((3, 4), (7, 2), 11),
+        base[:, 3:3],
+        torch.nn.Parameter(base[1], requires_grad=False),
+        base[0].as_subclass(Sub),
+    ]
+    for v in views:
+        got = sa.add(v, v)
+        assert torch.equal(got.as_subclass(torch.Tensor), (v + v).as_subclass(torch.Tensor)), v.shape
+
+
+@needs_cuda
+def test_negative_bit_view_is_refused():
+    """A lazy negation view (torch's negative bit: memory holds -x) is a LayoutError naming
+    the operand, through the shim and the Python reads, and out stays untouched."""
+    a = torch.rand(3, 5, device="cuda")
+    out = torch.full((3, 5), 7.0, device="cuda")
+    same = _untouched(out)
+
+    class Sub(torch.Tensor):
+        pass
+
+    z = torch.rand(3, 5, dtype=torch.complex64, device="cuda")
+    for neg in (torch._neg_view(a), z.conj().imag, torch._neg_view(a).as_subclass(Sub)):
+        assert neg.is_neg()
+        with pytest.raises(sa.LayoutError) as e:
+            sa.add(a, neg, out=out)
+        assert _names(str(e.value), "b"), str(e.value)
+    with pytest.raises(sa.LayoutError) as e:
+        sa.neg(a, out=torch._neg_view(out))
+    assert _names(str(e.value), "out"), str(e.value)
+    assert same()
