@@ -25,7 +25,8 @@ Cases (``--only NAME`` selects some; repeatable, or comma-separated):
   first; GB/s with each operand's bytes counted once. The results must be equal.
 
 ``STRIDED_APPLY_TORCH_READER=python`` makes the module read torch tensors with six Python
-calls each instead of libtorch's C shim (the stderr lines of ``tiny_host`` say which).
+calls each, ``=shim`` with libtorch's stable C shim only (no calibrated reads); the stderr
+lines of ``tiny_host`` say which reads were used.
 
 Details (medians' spread, ms, the equality check) go to stderr as ``#`` lines.
 Needs Python 3.12, torch 2.11 and a CUDA GPU.

@@ -241,10 +241,12 @@ fn torch(py: Python<'_>) -> PyResult<Option<&'static Torch>> {
     for t in ELEM_TYPES {
         dtypes.push((torch.getattr(framework_name(t))?.unbind(), t));
     }
-    let shim = if std::env::var_os("STRIDED_APPLY_TORCH_READER").is_some_and(|v| v == "python") {
-        Err("STRIDED_APPLY_TORCH_READER=python".to_string())
-    } else {
-        Shim::load(py, &torch, &dtypes)
+    // STRIDED_APPLY_TORCH_READER: `python` (six Python calls per tensor), `shim` (the
+    // stable shim only), else the shim and the calibrated reads.
+    let shim = match std::env::var("STRIDED_APPLY_TORCH_READER").as_deref() {
+        Ok("python") => Err("STRIDED_APPLY_TORCH_READER=python".to_string()),
+        Ok("shim") => Shim::load(py, &torch, &dtypes, false),
+        _ => Shim::load(py, &torch, &dtypes, true),
     };
     let t = Torch {
         tensor: torch.getattr("Tensor")?.cast_into::<PyType>()?.unbind(),
@@ -346,7 +348,11 @@ fn classify<'py>(
             ty.is(t.tensor.bind(py)) || ty.is(t.parameter.bind(py)),
         ) {
             if let Some(c) = shim.read_cuda(&obj) {
-                check_not_neg(py, &obj, name)?;
+                match c.neg {
+                    Some(true) => return Err(neg_error(name)),
+                    Some(false) => {}
+                    None => check_not_neg(py, &obj, name)?,
+                }
                 return Ok(Operand {
                     name,
                     obj,
@@ -440,12 +446,17 @@ fn torch_direct<'py>(
     })
 }
 
-/// A LayoutError for a tensor with torch's negative bit (its memory holds `-x`).
+/// The LayoutError for a tensor with torch's negative bit (its memory holds `-x`).
+fn neg_error(name: &str) -> PyErr {
+    LayoutError::new_err(format!(
+        "{name}: a tensor with torch's negative bit set (a lazy negation view); call .resolve_neg() first"
+    ))
+}
+
+/// [`neg_error`] when Python's `is_neg()` says the bit is set.
 fn check_not_neg(py: Python<'_>, obj: &Bound<'_, PyAny>, name: &str) -> PyResult<()> {
     if obj.call_method0(intern!(py, "is_neg"))?.is_truthy()? {
-        return Err(LayoutError::new_err(format!(
-            "{name}: a tensor with torch's negative bit set (a lazy negation view); call .resolve_neg() first"
-        )));
+        return Err(neg_error(name));
     }
     Ok(())
 }
@@ -1569,13 +1580,13 @@ fn op_ids() -> Vec<&'static str> {
     v
 }
 
-/// How torch tensors are read: `"shim"` (libtorch's C shim, one Python call per tensor)
-/// or `"python: "` and why the shim is not used (six Python calls per tensor); `None`
-/// before torch is imported.
+/// How torch tensors are read: `"shim, …"` (libtorch's C shim, then each calibrated read in
+/// use or why not) or `"python: "` and why the shim is not used (six Python calls per
+/// tensor); `None` before torch is imported.
 #[pyfunction]
 fn _torch_reader(py: Python<'_>) -> PyResult<Option<String>> {
     Ok(torch(py)?.map(|t| match &t.shim {
-        Ok(_) => "shim".to_string(),
+        Ok(shim) => shim.describe.clone(),
         Err(why) => format!("python: {why}"),
     }))
 }

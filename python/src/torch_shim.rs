@@ -14,6 +14,15 @@
 //! and strides of its own must read the same through the shim as through Python, and every
 //! dtype's code is read off a tensor of that dtype. Where a library, a symbol or the check
 //! fails, the Python reads are used, and `_native._torch_reader()` says why.
+//!
+//! Two more reads are calibrated on probes, and each is used only where its calibration
+//! held (else the Python attribute or call it replaces): the `TensorImpl` pointer is read
+//! at its offset in the tensor object (the word that equals `_cdata` in every probe, inside
+//! `torch.Tensor.__basicsize__`), and the negative bit by `at::native::is_neg` (a C++
+//! function of libtorch taking `const at::Tensor&`, which reads the tensor's key set and
+//! cannot throw), checked on plain, `_neg_view` and `conj().imag` probes. The shim has no
+//! getter for the negative bit, and `Tensor.is_neg()` from Python costs ~0.2 µs (it
+//! releases and retakes the GIL).
 
 use pyo3::prelude::*;
 use std::ffi::c_void;
@@ -27,6 +36,10 @@ type GetArray = unsafe extern "C" fn(Handle, *mut *mut i64) -> i32;
 type GetPtr = unsafe extern "C" fn(Handle, *mut *mut c_void) -> i32;
 type Constant = unsafe extern "C" fn() -> i32;
 type CurrentStream = unsafe extern "C" fn(i32, *mut *mut c_void) -> i32;
+/// `bool at::native::is_neg(const at::Tensor&)`: a reference is passed as a pointer.
+type IsNeg = unsafe extern "C" fn(Handle) -> bool;
+/// Its Itanium-mangled name.
+const NATIVE_IS_NEG: &str = "_ZN2at6native6is_negERKNS_6TensorE";
 
 /// What the shim reads of one tensor, unfiltered.
 #[derive(Debug, PartialEq, Eq)]
@@ -43,6 +56,8 @@ pub(crate) struct Read {
 
 /// A strided CUDA tensor of an element type of this library.
 pub(crate) struct CudaTensor {
+    /// torch's negative bit, where `at::native::is_neg` read it (else the caller asks Python).
+    pub neg: Option<bool>,
     pub device: i32,
     pub elem: ElemType,
     pub shape: Vec<usize>,
@@ -66,6 +81,12 @@ pub(crate) struct Shim {
     cpu: i32,
     /// torch's dtype code of each element type (filled by the self-check).
     dtypes: Vec<(i32, ElemType)>,
+    /// Offset of the `TensorImpl` pointer in a `torch.Tensor` object, where calibrated.
+    cdata_offset: Option<usize>,
+    /// `at::native::is_neg`, where found and calibrated.
+    native_is_neg: Option<IsNeg>,
+    /// What `_torch_reader()` reports: the reads in use, and why a calibrated one is not.
+    pub(crate) describe: String,
     /// The libraries stay open (and so every function above valid) for the process.
     _libs: Vec<libloading::Library>,
 }
@@ -93,12 +114,61 @@ unsafe fn symbol<F: Copy>(lib: &libloading::Library, name: &str) -> Result<F, St
         .map_err(|e| format!("{name}: {e}"))
 }
 
+/// The offset of the `TensorImpl` pointer in `torch.Tensor` and `Parameter` objects: the
+/// one aligned word after the object header, within `torch.Tensor.__basicsize__`, that
+/// equals `_cdata` in each of three probes (two tensors and a `Parameter`).
+fn calibrate_cdata(torch: &Bound<'_, PyAny>) -> Result<usize, String> {
+    let probe_err = |e: PyErr| format!("probe: {e}");
+    let basic: usize = torch
+        .getattr("Tensor")
+        .and_then(|t| t.getattr("__basicsize__"))
+        .and_then(|b| b.extract())
+        .map_err(probe_err)?;
+    let probes = (|| -> PyResult<Vec<(Bound<'_, PyAny>, usize)>> {
+        let a = torch.call_method1("empty", (3,))?;
+        let b = torch.call_method1("empty", (2, 2))?.call_method0("t")?;
+        let c = torch
+            .getattr("nn")?
+            .getattr("Parameter")?
+            .call1((torch.call_method1("empty", (1,))?,))?;
+        [a, b, c]
+            .into_iter()
+            .map(|p| {
+                let imp: usize = p.getattr("_cdata")?.extract()?;
+                Ok((p, imp))
+            })
+            .collect()
+    })()
+    .map_err(probe_err)?;
+    let word = std::mem::size_of::<usize>();
+    // PyObject_HEAD (reference count and type) comes first.
+    let found: Vec<usize> = (2 * word..basic.saturating_sub(word - 1))
+        .step_by(word)
+        .filter(|&off| {
+            probes.iter().all(|(p, imp)| {
+                // SAFETY: `off + word <= __basicsize__` of `torch.Tensor`, which every probe
+                // (a `torch.Tensor` or a subclass of it) has at least; objects are aligned
+                // to the word, and `off` is a multiple of it; each probe is held here.
+                let w = unsafe { p.as_ptr().cast::<u8>().add(off).cast::<usize>().read() };
+                w == *imp
+            })
+        })
+        .collect();
+    match found[..] {
+        [off] => Ok(off),
+        [] => Err("no word of the object equals _cdata".to_string()),
+        _ => Err(format!("several words equal _cdata: {found:?}")),
+    }
+}
+
 impl Shim {
     /// The shim of the imported `torch`, checked against Python's reads, or why not.
+    /// With `calibrated`, also the two calibrated reads (each where its calibration holds).
     pub(crate) fn load(
         py: Python<'_>,
         torch: &Bound<'_, PyAny>,
         dtypes: &[(Py<PyAny>, ElemType)],
+        calibrated: bool,
     ) -> Result<Shim, String> {
         let py_err = |e: PyErr| format!("probe: {e}");
         let file: String = torch
@@ -132,9 +202,16 @@ impl Shim {
                 cuda: symbol::<Constant>(&cpu_lib, "aoti_torch_device_type_cuda")?(),
                 cpu: symbol::<Constant>(&cpu_lib, "aoti_torch_device_type_cpu")?(),
                 dtypes: Vec::new(),
+                cdata_offset: None,
+                native_is_neg: None,
+                describe: String::new(),
                 _libs: Vec::new(),
             }
         };
+        let native_is_neg = calibrated
+            // SAFETY: `at::native::is_neg` is `bool (const at::Tensor&)` (checked on probes
+            // below before any use).
+            .then(|| unsafe { symbol::<IsNeg>(&cpu_lib, NATIVE_IS_NEG) });
         shim._libs.push(cpu_lib);
         shim._libs.extend(cuda_lib);
 
@@ -184,7 +261,82 @@ impl Shim {
                 "probe: the shim read {got:?} where Python reads {expect:?}"
             ));
         }
+        let mut notes = vec!["shim".to_string()];
+        if calibrated {
+            match calibrate_cdata(torch) {
+                Ok(off) => {
+                    shim.cdata_offset = Some(off);
+                    notes.push(format!("TensorImpl pointer at offset {off}"));
+                }
+                Err(why) => notes.push(format!("_cdata by attribute ({why})")),
+            }
+            match native_is_neg.map(|f| f.and_then(|f| shim.calibrate_is_neg(torch, f))) {
+                Some(Ok(f)) => {
+                    shim.native_is_neg = Some(f);
+                    notes.push("at::native::is_neg".to_string());
+                }
+                Some(Err(why)) => notes.push(format!("is_neg() by Python ({why})")),
+                None => {}
+            }
+        } else {
+            notes.push(
+                "_cdata by attribute, is_neg() by Python (STRIDED_APPLY_TORCH_READER=shim)"
+                    .to_string(),
+            );
+        }
+        shim.describe = notes.join(", ");
         Ok(shim)
+    }
+
+    /// `f` if it reads the negative bit of plain, `_neg_view` and `conj().imag` probes as
+    /// Python's `is_neg()` does.
+    fn calibrate_is_neg(&self, torch: &Bound<'_, PyAny>, f: IsNeg) -> Result<IsNeg, String> {
+        let probes = (|| -> PyResult<Vec<Bound<'_, PyAny>>> {
+            let plain = torch.call_method1("ones", (2, 3))?;
+            let neg = torch.call_method1("_neg_view", (&plain,))?;
+            let z = torch.call_method1("complex", (&plain, &plain))?;
+            let conj_imag = z.call_method0("conj")?.getattr("imag")?;
+            let t = plain.call_method0("t")?;
+            Ok(vec![plain, neg, conj_imag, t])
+        })()
+        .map_err(|e| format!("probe: {e}"))?;
+        let mut seen = [false; 2];
+        for p in &probes {
+            let want: bool = p
+                .call_method0("is_neg")
+                .and_then(|v| v.extract())
+                .map_err(|e| format!("probe: {e}"))?;
+            let imp = self.impl_of(p).ok_or("probe: no _cdata")?;
+            let tensor: *mut c_void = imp as *mut c_void;
+            // SAFETY: `&tensor` is the address of an `at::Tensor` (its one `TensorImpl`
+            // pointer) of a probe held here; `is_neg` only reads its key set.
+            let got = unsafe { f(&tensor) };
+            if got != want {
+                return Err(format!("it read {got} where is_neg() is {want}"));
+            }
+            seen[usize::from(want)] = true;
+        }
+        if seen != [true, true] {
+            return Err("the probes did not cover both values".to_string());
+        }
+        Ok(f)
+    }
+
+    /// The `TensorImpl` pointer of `t` (exactly a `torch.Tensor` or `Parameter`: the caller
+    /// checks the type).
+    fn impl_of(&self, t: &Bound<'_, PyAny>) -> Option<usize> {
+        match self.cdata_offset {
+            // SAFETY: `t` is an instance of exactly the types calibrated (`calibrate_cdata`),
+            // alive (a bound reference), and `off + 8` is within their `__basicsize__`, so
+            // the aligned word at `off` is the object's own memory: the `TensorImpl`
+            // pointer that `_cdata` returns, as on every probe.
+            Some(off) => Some(unsafe { t.as_ptr().cast::<u8>().add(off).cast::<usize>().read() }),
+            None => t
+                .getattr(pyo3::intern!(t.py(), "_cdata"))
+                .ok()?
+                .extract()
+                .ok(),
+        }
     }
 
     fn code(&self, elem: ElemType) -> Option<i32> {
@@ -197,11 +349,12 @@ impl Shim {
     /// Everything the shim reads of `t` (a `torch.Tensor` or `torch.nn.Parameter`, exactly:
     /// the caller checks the type), or `None` when a getter fails.
     pub(crate) fn read_any(&self, t: &Bound<'_, PyAny>) -> Option<Read> {
-        let imp: usize = t
-            .getattr(pyo3::intern!(t.py(), "_cdata"))
-            .ok()?
-            .extract()
-            .ok()?;
+        self.read_impl(self.impl_of(t)?)
+    }
+
+    /// [`read_any`](Self::read_any) of the tensor whose `TensorImpl` is at `imp`, which the
+    /// caller holds.
+    fn read_impl(&self, imp: usize) -> Option<Read> {
         let tensor: *mut c_void = imp as *mut c_void;
         let h: Handle = &tensor;
         let (mut layout, mut device_type, mut device_index, mut dtype) = (0, 0, 0, 0);
@@ -259,7 +412,8 @@ impl Shim {
     /// `t` read by the shim when it is a strided CUDA tensor of an element type here;
     /// `None` sends the caller to the Python reads (which name what is wrong, if anything).
     pub(crate) fn read_cuda(&self, t: &Bound<'_, PyAny>) -> Option<CudaTensor> {
-        let r = self.read_any(t)?;
+        let imp = self.impl_of(t)?;
+        let r = self.read_impl(imp)?;
         if r.device_type != self.cuda || r.device_index < 0 {
             return None;
         }
@@ -268,7 +422,11 @@ impl Shim {
             .iter()
             .find(|(c, _)| *c == r.dtype)
             .map(|(_, e)| *e)?;
+        let tensor: *mut c_void = imp as *mut c_void;
+        // SAFETY: as in `read_impl`; `is_neg` reads the key set only (calibrated on probes).
+        let neg = self.native_is_neg.map(|f| unsafe { f(&tensor) });
         Some(CudaTensor {
+            neg,
             device: r.device_index,
             elem,
             shape: r.shape,
