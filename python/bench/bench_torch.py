@@ -5,8 +5,9 @@ Cases (``--only NAME`` selects some; repeatable, or comma-separated):
 
 * ``tiny_host``: host time per call, Python included, of ``sa.add(a, b, out=c)`` and
   ``torch.add(a, b, out=c)`` on 1024-element f32 tensors: the median over 50 bursts of
-  200 calls, each burst started after ``torch.cuda.synchronize()``, timed with
-  ``time.perf_counter`` (unit ``us`` per call).
+  200 calls each, the two alternating burst by burst, each burst started after
+  ``torch.cuda.synchronize()``, timed with ``time.perf_counter`` (unit ``us`` per call);
+  then ``tiny_host_ratio``, the median over the 50 pairs of bursts of ours / torch's.
 * ``transpose_add``: ``c = a + b.t()`` on 16384×16384 f32 (``sa.add(a, b.t(), out=c)``
   and ``torch.add(a, b.t(), out=c)``): CUDA events, 5 warm-ups, then the median of 30
   timed runs, the output poisoned with NaN before the timed runs, random inputs; GB/s with
@@ -69,19 +70,27 @@ def tiny_host(bursts=50, calls=200):
     sa.add(a, b, out=c)
     torch.cuda.synchronize()
     assert torch.equal(c, a + b)
-    for impl, fn in impls.items():
-        per_call = []
-        for _ in range(bursts):
+    # Bursts alternate between the two (which goes first alternates too), so that a drift of the
+    # host's speed during the run weighs on both alike.
+    per_call = {impl: [] for impl in impls}
+    order = list(impls.items())
+    for k in range(bursts):
+        for impl, fn in (order if k % 2 == 0 else order[::-1]):
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             for _ in range(calls):
                 fn()
             t1 = time.perf_counter()
-            per_call.append((t1 - t0) / calls * 1e6)
-        torch.cuda.synchronize()
-        emit(impl, "tiny_host", "f32", statistics.median(per_call), "us",
-             n=1024, bursts=bursts, calls_per_burst=calls, min=round(min(per_call), 4),
+            per_call[impl].append((t1 - t0) / calls * 1e6)
+    torch.cuda.synchronize()
+    ratios = [x / y for x, y in zip(per_call["strided_apply"], per_call["torch"])]
+    for impl, v in per_call.items():
+        emit(impl, "tiny_host", "f32", statistics.median(v), "us",
+             n=1024, bursts=bursts, calls_per_burst=calls, min=round(min(v), 4),
              torch_reader=sa._native._torch_reader())
+    emit("strided_apply", "tiny_host_ratio", "f32", statistics.median(ratios), "x torch",
+         pairs=len(ratios), q1=round(statistics.quantiles(ratios, n=4)[0], 3),
+         q3=round(statistics.quantiles(ratios, n=4)[2], 3))
 
 
 def tiny_phases(bursts=25, calls=200):
