@@ -18,22 +18,9 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
+#include "timing.cuh"
 
-#define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
-  fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
-
-template <class F> static float median_ms(F launch, int reps = 41) {
-  cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
-  for (int i = 0; i < 5; i++) launch();
-  std::vector<float> t;
-  for (int i = 0; i < reps; i++) {
-    CK(cudaEventRecord(a)); launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
-    float ms; CK(cudaEventElapsedTime(&ms, a, b)); t.push_back(ms);
-  }
-  CK(cudaGetLastError());
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
-}
+template <class F> static float median_ms(F launch, int reps = 41) { return event_median_ms(launch, reps, 5); }
 
 constexpr int W = 4;       // rows per slot chunk (16 bytes of f32)
 constexpr int SLOTS = 256;

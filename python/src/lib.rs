@@ -341,7 +341,7 @@ fn classify<'py>(
 ) -> PyResult<Operand<'py>> {
     if let Some(t) = torch(py)? {
         // Exactly torch.Tensor or Parameter (a subclass may override what it reports):
-        // read by the shim, with one Python call for the negative bit.
+        // read by the shim; the negative bit by Python only where its calibrated read is off.
         let ty = obj.get_type();
         if let (Ok(shim), true) = (
             &t.shim,
@@ -356,11 +356,11 @@ fn classify<'py>(
                 return Ok(Operand {
                     name,
                     obj,
-                    device: Device::Cuda(c.device),
+                    device: Device::Cuda(c.read.device_index),
                     elem: Some(c.elem),
-                    shape: c.shape,
-                    strides: c.strides,
-                    source: Source::Direct { ptr: c.ptr },
+                    shape: c.read.shape,
+                    strides: c.read.strides,
+                    source: Source::Direct { ptr: c.read.ptr },
                     framework: Framework::Torch,
                 });
             }

@@ -54,15 +54,13 @@ pub(crate) struct Read {
     pub ptr: u64,
 }
 
-/// A strided CUDA tensor of an element type of this library.
+/// A strided CUDA tensor of an element type of this library: its [`Read`] (`device_index`
+/// is the CUDA ordinal), the element type of its dtype, and torch's negative bit where
+/// `at::native::is_neg` read it (else the caller asks Python).
 pub(crate) struct CudaTensor {
-    /// torch's negative bit, where `at::native::is_neg` read it (else the caller asks Python).
-    pub neg: Option<bool>,
-    pub device: i32,
+    pub read: Read,
     pub elem: ElemType,
-    pub shape: Vec<usize>,
-    pub strides: Vec<isize>,
-    pub ptr: u64,
+    pub neg: Option<bool>,
 }
 
 pub(crate) struct Shim {
@@ -425,14 +423,7 @@ impl Shim {
         let tensor: *mut c_void = imp as *mut c_void;
         // SAFETY: as in `read_impl`; `is_neg` reads the key set only (calibrated on probes).
         let neg = self.native_is_neg.map(|f| unsafe { f(&tensor) });
-        Some(CudaTensor {
-            neg,
-            device: r.device_index,
-            elem,
-            shape: r.shape,
-            strides: r.strides,
-            ptr: r.ptr,
-        })
+        Some(CudaTensor { read: r, elem, neg })
     }
 
     /// torch's current stream of `device` (`torch.cuda.current_stream(device)`), or `None`
