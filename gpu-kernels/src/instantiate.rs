@@ -14,7 +14,10 @@ pub enum Variant {
     Vec,
     /// Shared-memory tiles for operands that disagree on their fastest axis (apply2/apply3).
     Tiled,
-    /// Every operand dense in the same order: offset = linear index (64-bit index).
+    /// Every operand dense in the same order. No kernel of its own: the launcher runs it
+    /// as [`Vec`](Variant::Vec) where every operand is 16-byte aligned, otherwise as one
+    /// axis of unit strides ([`D1`](Variant::D1), in 32-bit pieces beyond 2^31 elements);
+    /// the CPU twin walks it as one run.
     Contig,
     /// One collapsed dimension, 32-bit index.
     D1,
@@ -49,7 +52,6 @@ pub struct KernelNames {
     pub vec: &'static str,
     /// Empty for arities without a tiled variant (apply1, apply4).
     pub tiled: &'static str,
-    pub contig: &'static str,
     pub d1: &'static str,
     pub d2: &'static str,
     pub d3: &'static str,
@@ -58,12 +60,13 @@ pub struct KernelNames {
 
 impl KernelNames {
     /// The kernel of variant `v`; empty where there is none (`Tiled` of apply1 and
-    /// apply4, and `Dn64`, which the launcher splits into 32-bit launches).
+    /// apply4; `Contig` and `Dn64`, which the launcher runs through other variants).
     pub fn get(&self, v: Variant) -> &'static str {
         match v {
             Variant::Vec => self.vec,
             Variant::Tiled => self.tiled,
-            Variant::Contig => self.contig,
+            // Run as `Vec` or `D1` (see `Variant::Contig`).
+            Variant::Contig => "",
             Variant::D1 => self.d1,
             Variant::D2 => self.d2,
             Variant::D3 => self.d3,
@@ -117,7 +120,7 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// }
 /// ```
 ///
-/// produces `add_f32_v`, `add_f32_t`, `add_f32_c`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
+/// produces `add_f32_v`, `add_f32_t`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
 /// (`lap2_f32_s`, `lap2_f32_s64`, tiled `lap2_f32_st`), and `reduce [sum f32]: Sum => (f32);` a
@@ -265,7 +268,6 @@ macro_rules! kernels {
      $params:tt) => {
         $crate::kernels!(@vec_entry $body [$($part)+] $op; $n; [$($t),+]; $params);
         $crate::kernels!(@tiled_entry $body [$($part)+] $op; $n; $params);
-        $crate::kernels!(@entry $body [$($part)+] "c" u64, 1, 0, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d1" u32, 1, 1, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d2" u32, 2, 2, $op; $n; $params);
         $crate::kernels!(@entry $body [$($part)+] "d3" u32, 3, 3, $op; $n; $params);
@@ -276,7 +278,6 @@ macro_rules! kernels {
                 module: env!("CARGO_PKG_NAME"),
                 vec: concat!($(stringify!($part), "_",)+ "v"),
                 tiled: $crate::kernels!(@tiled_name $body [$($part)+]),
-                contig: concat!($(stringify!($part), "_",)+ "c"),
                 d1: concat!($(stringify!($part), "_",)+ "d1"),
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
                 d3: concat!($(stringify!($part), "_",)+ "d3"),

@@ -13,16 +13,19 @@
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 //!
-//! When every operand has 2-byte elements the kernels use [`TILE_PAIRED`](crate::TILE_PAIRED)
-//! tiles (64 × 64) and, in blocks whose tile is inside the tensor and whose operands' pairs
-//! are aligned words, the **paired form** ([`paired`]): the same two phases, but each thread
-//! moves pairs of elements along the operand's unit-stride axis, one 4-byte access per pair.
-//! Edge tiles and unaligned operands take the element form with the same tile shape.
+//! When every operand has 2-byte elements the kernels use paired tiles
+//! ([`TILE2_PAIRED`](crate::TILE2_PAIRED): 128 × 128 for apply2,
+//! [`TILE3_PAIRED`](crate::TILE3_PAIRED): 64 × 64 for apply3) and, in blocks whose tile is
+//! inside the tensor and whose operands' pairs are aligned words, the **paired form**
+//! ([`paired`]): the same two phases, but each thread moves pairs of elements along the
+//! operand's unit-stride axis, one 4-byte access per pair. Edge tiles and unaligned
+//! operands take the element form over the same tile (apply2's 128 × 128 as four
+//! quarters of 64 × 64).
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{FastDiv, TileArg, PAIR_ALIGNED, TILE2, TILE3, TILE_PAIRED};
+use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE2_PAIRED, TILE3, TILE3_PAIRED};
 use core::mem::{size_of, transmute_copy, MaybeUninit};
 
 /// Offsets of element `(x, y)` of this block's batch element.
@@ -157,9 +160,9 @@ unsafe fn value<T: Copy, const Y: u32, const V: usize>(
     }
 }
 
-/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE_PAIRED`] tiles, in the
-/// paired form where the whole tile is inside and every operand's pairs are aligned words,
-/// element by element otherwise.
+/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE2_PAIRED`] tiles, in the
+/// paired form where the whole tile is inside and both operands' pairs are aligned words,
+/// element by element otherwise (four quarters of 64 × 64, one after the other).
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
@@ -176,18 +179,19 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     a: *const A,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
-        let (x0, y0, base) = block_origin::<2, PX, PY>(g, t, tile_thread().2);
-        if pairs_fast(g, t, x0, y0) {
-            let f = |o: &mut [u16; PAIR_VALUES], [a]: &[[u16; PAIR_VALUES]; 1]| {
+        const S: TileShape = TILE2_PAIRED;
+        let (x0, y0, base) = block_origin::<2, { S.x }, { S.y }>(g, t, tile_thread().2);
+        if pairs_fast::<2, { S.x }, { S.y }>(g, t, x0, y0) {
+            let f = |o: &mut [u16; CHUNK], [a]: &[[u16; CHUNK]; 1]| {
                 let mut j = 0;
-                while j < PAIR_VALUES {
+                while j < CHUNK {
                     let mut ov: O = transmute_copy(&o[j]);
                     op.apply(&mut ov, transmute_copy(&a[j]));
                     o[j] = transmute_copy(&ov);
                     j += 1;
                 }
             };
-            return paired::<2, 1>(
+            return paired::<2, 1, { S.x }, { S.y }, { S.rows }>(
                 g,
                 t,
                 (x0, y0, base),
@@ -197,7 +201,20 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                 f,
             );
         }
-        return element2::<Op, O, A, PX, PY, PR, { PAIR_VALUES }>(op, g, t, (x0, y0, base), out, a);
+        // The element form in quarters of 64 × 64 (8 values per thread each): one 128 × 128
+        // element tile would hold 32 values per thread and input in registers. The stage of
+        // a quarter fits in the paired stage; the barrier after each quarter keeps the next
+        // one's stores from overtaking its reads.
+        const Q: u32 = S.x / 2;
+        const { assert!(S.x == S.y && (Q * Q / (32 * S.rows)) as usize == 8) };
+        let mut q = 0;
+        while q < 4 {
+            let origin = (x0 + Q * (q & 1), y0 + Q * (q >> 1), base);
+            element2::<Op, O, A, Q, Q, { S.rows }, 8>(op, g, t, origin, out, a);
+            sync_threads();
+            q += 1;
+        }
+        return;
     }
     let origin = block_origin::<2, { TILE2.x }, { TILE2.y }>(g, t, tile_thread().2);
     element2::<Op, O, A, { TILE2.x }, { TILE2.y }, { TILE2.rows }, { TILE2.per_thread() }>(
@@ -245,7 +262,8 @@ unsafe fn element2<
     }
 }
 
-/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands as [`apply2_tiled`].
+/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands [`TILE3_PAIRED`] tiles, paired
+/// or element by element as [`apply2_tiled`] (the element form over the whole tile).
 ///
 /// # Safety
 /// As [`apply2_tiled`], with `shape.stage_bytes(size_of::<A>()) +
@@ -261,11 +279,12 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     b: *const B,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
-        let (x0, y0, base) = block_origin::<3, PX, PY>(g, t, tile_thread().2);
-        if pairs_fast(g, t, x0, y0) {
-            let f = |o: &mut [u16; PAIR_VALUES], [a, b]: &[[u16; PAIR_VALUES]; 2]| {
+        const S: TileShape = TILE3_PAIRED;
+        let (x0, y0, base) = block_origin::<3, { S.x }, { S.y }>(g, t, tile_thread().2);
+        if pairs_fast::<3, { S.x }, { S.y }>(g, t, x0, y0) {
+            let f = |o: &mut [u16; CHUNK], [a, b]: &[[u16; CHUNK]; 2]| {
                 let mut j = 0;
-                while j < PAIR_VALUES {
+                while j < CHUNK {
                     let mut ov: O = transmute_copy(&o[j]);
                     op.apply(&mut ov, transmute_copy(&a[j]), transmute_copy(&b[j]));
                     o[j] = transmute_copy(&ov);
@@ -273,10 +292,18 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
                 }
             };
             let ins = [a.cast(), b.cast()];
-            return paired::<3, 2>(g, t, (x0, y0, base), out.cast(), ins, Op::READS_OUT, f);
+            return paired::<3, 2, { S.x }, { S.y }, { S.rows }>(
+                g,
+                t,
+                (x0, y0, base),
+                out.cast(),
+                ins,
+                Op::READS_OUT,
+                f,
+            );
         }
-        let second = TILE_PAIRED.stage_bytes(2);
-        return element3::<Op, O, A, B, PX, PY, PR, { PAIR_VALUES }>(
+        let second = S.stage_bytes(2);
+        return element3::<Op, O, A, B, { S.x }, { S.y }, { S.rows }, { S.per_thread() }>(
             op,
             g,
             t,
@@ -346,28 +373,22 @@ unsafe fn element3<
 
 // ------------------------------------------------------------------ paired form
 
-const PX: u32 = TILE_PAIRED.x;
-const PY: u32 = TILE_PAIRED.y;
-const PR: u32 = TILE_PAIRED.rows;
-/// Phase-2 pairs per thread (one pair of axis 0 in each of `WORDS` rows of axis 1).
-const WORDS: usize = (PX / 2 * PY / (32 * PR)) as usize;
-/// Values per thread and operand in phase 2.
-const PAIR_VALUES: usize = 2 * WORDS;
-/// Phase-1 pairs of rows per thread and staged input.
-const ROW_PAIRS: usize = WORDS / 2;
-/// Words per row of a stage: `PX / 2` pairs and one of padding.
-const STAGE_ROW: u32 = PX / 2 + 1;
-/// Words of one input's stage (`TILE_PAIRED.stage_bytes / 4`).
-const STAGE_WORDS: usize = (PY * STAGE_ROW) as usize;
-const _: () = assert!(STAGE_WORDS * 4 == TILE_PAIRED.stage_bytes(2) && PX == 64 && PY == 64);
+/// Values per call of the paired form's `compute`: a thread's 8 pairs of one round (see
+/// [`paired`]).
+const CHUNK: usize = 16;
 
 /// Whether this block takes the paired form: its whole tile is inside axes 0 and 1 and
 /// every operand's pairs are aligned words (bits `PAIR_ALIGNED << k`, set by the launcher).
 /// Edge tiles and unaligned operands take the element form with the same tile shape.
 #[inline(always)]
-fn pairs_fast<const N: usize>(g: &Geometry<u32, 5, N>, t: &TileArg, x0: u32, y0: u32) -> bool {
+fn pairs_fast<const N: usize, const X: u32, const Y: u32>(
+    g: &Geometry<u32, 5, N>,
+    t: &TileArg,
+    x0: u32,
+    y0: u32,
+) -> bool {
     let all = ((1u32 << N) - 1) * PAIR_ALIGNED;
-    t.staged & all == all && x0 + PX <= g.sizes[0] && y0 + PY <= g.sizes[1]
+    t.staged & all == all && x0 + X <= g.sizes[0] && y0 + Y <= g.sizes[1]
 }
 
 /// The 4-byte pair of operand `k` whose first element is at `(x, y)`.
@@ -385,97 +406,121 @@ unsafe fn word<const N: usize>(
 
 /// The paired form of the tiled variant for `NI` inputs (operands `1..=NI`), every operand
 /// of 2-byte elements, passed as raw 16-bit values, for a block whose tile is inside and
-/// whose operands' pairs are aligned words ([`pairs_fast`]); `compute` applies the op to a
-/// thread's `PAIR_VALUES` output values (loaded first when `reads_out`) and input values.
-/// Tiles of `PX × PY` = 64 × 64 elements, blocks of 32 × `PR` threads:
-/// 1. a staged input: thread `(tx, ty)` loads the pairs at `y = y0 + 2tx` (along axis 1,
-///    its unit-stride axis) of rows `x = x0 + 2m` and `x + 1`, `m = ty + PR · j`: a warp
-///    reads 128 contiguous bytes per row. An unstaged input is loaded at its phase-2
-///    positions. All loads are issued before the first shared-memory store. The staged
-///    2 × 2 blocks are transposed in registers into pairs along axis 0 and stored to
-///    `stage[y][m ^ (y / 32)]`, rows of `STAGE_ROW` words (the XOR keeps the stores of
-///    rows `2tx` and `2tx + 1` in different banks; the reads of phase 2 are a permutation
-///    of one row);
-/// 2. after the barrier, thread `(tx, ty)` owns the output pairs at `x = x0 + 2tx`, rows
-///    `y = y0 + ty + PR · j`: it gathers their input values, applies the op in a plain loop
-///    (LLVM unrolls it for cheap ops and keeps one copy of an expensive one), and stores
-///    each pair as one 4-byte access.
+/// whose operands' pairs are aligned words ([`pairs_fast`]). Tiles of `X × Y` elements
+/// (multiples of 64), blocks of 32 × `R` threads with `Y / R` = 8:
+/// 1. a staged input: thread `(tx, ty)` loads the pairs at `y = y0 + 2tx + 64c`
+///    (`c < Y / 64`, along axis 1, its unit-stride axis) of rows `x = x0 + 2m` and
+///    `x + 1`, `m = ty + R · j`: a warp reads 128 contiguous bytes per row and `c`. With
+///    one round (below) an unstaged input is loaded at its phase-2 positions here. All
+///    loads are issued before the first shared-memory store. The staged 2 × 2 blocks are
+///    transposed in registers into pairs along axis 0 and stored to
+///    `stage[y][m ^ (y / 32)]`, rows of `X / 2 + 1` words (the XOR keeps the stores of rows
+///    `2tx` and `2tx + 1` in different banks; the reads of phase 2 are a permutation of
+///    one row);
+/// 2. after the barrier, in `X / 64` rounds `c`, thread `(tx, ty)` owns the output pairs at
+///    `x = x0 + 2tx + 64c`, rows `y = y0 + ty + R · j`: it gathers their input values
+///    (an unstaged input of a tile with several rounds straight from global memory),
+///    `compute` applies the op to those [`CHUNK`] values and the output's (loaded first
+///    when `reads_out`) in a plain loop, and each pair is stored as one 4-byte access.
+///
+/// The rounds are a loop whose count the compiler cannot see (`X / 64`, plus `ndim >> 16`,
+/// which is 0): a counted loop of two rounds is unrolled, which doubles the code of an
+/// expensive op (sin, pow) in every family; no value crosses rounds, so the loop keeps them
+/// in registers. In a round, LLVM unrolls the loop of 16 values for a cheap op and keeps
+/// one copy of an expensive one (a loop of 32 values is one it does not unroll even for a
+/// copy: the values went to local memory).
 ///
 /// # Safety
-/// As [`apply2_tiled`] with [`TILE_PAIRED`], `origin` this block's [`block_origin`], and
-/// [`pairs_fast`] true for it: every pair the tile moves is inside, and every offset
-/// `at(x, y)` of a pair's first element (even `x`, or even `y` for a staged input, along
-/// the operand's unit-stride axis) is even from a 4-byte aligned base.
+/// As [`apply2_tiled`] with a paired [`tile_shape`](crate::tile_shape) of `X × Y` and `R`
+/// rows, `origin` this block's [`block_origin`], and [`pairs_fast`] true for it: every pair
+/// the tile moves is inside, and every offset `at(x, y)` of a pair's first element (even
+/// `x`, or even `y` for a staged input, along the operand's unit-stride axis) is even from
+/// a 4-byte aligned base.
 #[inline(always)]
-unsafe fn paired<const N: usize, const NI: usize>(
+unsafe fn paired<const N: usize, const NI: usize, const X: u32, const Y: u32, const R: u32>(
     g: &Geometry<u32, 5, N>,
     t: &TileArg,
     (x0, y0, base): (u32, u32, [u32; N]),
     out: *mut u16,
     ins: [*const u16; NI],
     reads_out: bool,
-    compute: impl FnOnce(&mut [u16; PAIR_VALUES], &[[u16; PAIR_VALUES]; NI]),
+    mut compute: impl FnMut(&mut [u16; CHUNK], &[[u16; CHUNK]; NI]),
 ) {
-    const { assert!(NI + 1 == N && size_of::<u32>() == 4) };
+    const { assert!(NI + 1 == N && X % 64 == 0 && Y % 64 == 0 && X / 2 % R == 0) };
+    // Rows per round: a round's pairs are one chunk.
+    const { assert!(2 * (Y / R) as usize == CHUNK) };
+    let (ys, xs) = (Y / 64, X / 64);
+    let stage_row = X / 2 + 1;
+    let stage_words = (Y * stage_row) as usize;
     let (tx, ty, _) = tile_thread();
     let staged = |i: usize| t.staged & (1 << i) != 0;
-    // Phase 1: every load of the tile.
-    let mut rows = [[[0u32; ROW_PAIRS]; 2]; NI];
-    let mut pre = [[0u32; WORDS]; NI];
+    // Phase 1: every load of the tile. Staged: `X / 2R · Y / 64` row pairs `(m, c)`.
+    let mut rows = [[[0u32; 16]; 2]; NI];
+    let mut pre = [[0u32; CHUNK / 2]; NI];
     unrolled!(NI, |i| {
         let (k, src) = (i + 1, ins[i]);
         if staged(i) {
-            unrolled!(ROW_PAIRS, |j| {
-                let (x, y) = (x0 + 2 * (ty + PR * j as u32), y0 + 2 * tx);
+            unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
+                let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
+                let (x, y) = (x0 + 2 * m, y0 + 2 * tx + 64 * c);
                 rows[i][0][j] = word(g, &base, k, src, x, y);
                 rows[i][1][j] = word(g, &base, k, src, x + 1, y);
             });
-        } else {
-            unrolled!(WORDS, |j| {
-                pre[i][j] = word(g, &base, k, src, x0 + 2 * tx, y0 + ty + PR * j as u32);
+        } else if xs == 1 {
+            unrolled!(CHUNK / 2, |r| {
+                pre[i][r] = word(g, &base, k, src, x0 + 2 * tx, y0 + ty + R * r as u32);
             });
         }
     });
     let stages = shared_base() as *mut u32;
     unrolled!(NI, |i| {
         if staged(i) {
-            let st = stages.add(i * STAGE_WORDS);
-            // Rows 2tx and 2tx + 1 share `y / 32`.
-            let (y, swizzle) = (2 * tx, tx >> 4);
-            unrolled!(ROW_PAIRS, |j| {
-                let col = (ty + PR * j as u32) ^ swizzle;
+            let st = stages.add(i * stage_words);
+            unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
+                let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
+                // Rows y and y + 1 share `y / 32`.
+                let y = 2 * tx + 64 * c;
+                let col = m ^ (y >> 5);
                 let (r0, r1) = (rows[i][0][j], rows[i][1][j]);
-                *st.add((y * STAGE_ROW + col) as usize) = (r0 & 0xffff) | (r1 << 16);
-                *st.add(((y + 1) * STAGE_ROW + col) as usize) = (r0 >> 16) | (r1 & 0xffff_0000);
+                *st.add((y * stage_row + col) as usize) = (r0 & 0xffff) | (r1 << 16);
+                *st.add(((y + 1) * stage_row + col) as usize) = (r0 >> 16) | (r1 & 0xffff_0000);
             });
         }
     });
     sync_threads();
-    // Phase 2: gather, compute, store.
-    let x = x0 + 2 * tx;
-    let mut vals = [[0u16; PAIR_VALUES]; NI];
-    let mut outs = [0u16; PAIR_VALUES];
-    unrolled!(WORDS, |j| {
-        let yl = ty + PR * j as u32;
-        unrolled!(NI, |i| {
-            let w = if staged(i) {
-                *stages.add(i * STAGE_WORDS + (yl * STAGE_ROW + (tx ^ (yl >> 5))) as usize)
-            } else {
-                pre[i][j]
-            };
-            vals[i][2 * j] = w as u16;
-            vals[i][2 * j + 1] = (w >> 16) as u16;
+    // Phase 2: per round, gather, compute, store.
+    let rounds = if xs == 1 { 1 } else { xs + (g.ndim >> 16) };
+    let mut c = 0;
+    while c < rounds {
+        let col = tx + 32 * c;
+        let x = x0 + 2 * col;
+        let mut vals = [[0u16; CHUNK]; NI];
+        let mut outs = [0u16; CHUNK];
+        unrolled!(CHUNK / 2, |r| {
+            let yl = ty + R * r as u32;
+            unrolled!(NI, |i| {
+                let w = if staged(i) {
+                    *stages.add(i * stage_words + (yl * stage_row + (col ^ (yl >> 5))) as usize)
+                } else if xs == 1 {
+                    pre[i][r]
+                } else {
+                    word(g, &base, i + 1, ins[i], x, y0 + yl)
+                };
+                vals[i][2 * r] = w as u16;
+                vals[i][2 * r + 1] = (w >> 16) as u16;
+            });
+            if reads_out {
+                let w = word(g, &base, 0, out as *const u16, x, y0 + yl);
+                outs[2 * r] = w as u16;
+                outs[2 * r + 1] = (w >> 16) as u16;
+            }
         });
-        if reads_out {
-            let w = word(g, &base, 0, out as *const u16, x, y0 + yl);
-            outs[2 * j] = w as u16;
-            outs[2 * j + 1] = (w >> 16) as u16;
-        }
-    });
-    compute(&mut outs, &vals);
-    unrolled!(WORDS, |j| {
-        let w = outs[2 * j] as u32 | (outs[2 * j + 1] as u32) << 16;
-        let y = y0 + ty + PR * j as u32;
-        *(out.offset(at(g, &base, 0, x, y)) as *mut u32) = w;
-    });
+        compute(&mut outs, &vals);
+        unrolled!(CHUNK / 2, |r| {
+            let w = outs[2 * r] as u32 | (outs[2 * r + 1] as u32) << 16;
+            let y = y0 + ty + R * r as u32;
+            *(out.offset(at(g, &base, 0, x, y)) as *mut u32) = w;
+        });
+        c += 1;
+    }
 }

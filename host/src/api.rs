@@ -118,6 +118,15 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
         // as `kernels!` declares for the tiled variant; `tiled_geometry` sized the launch.
         return unsafe { gpu.launch(names, Variant::Tiled, shape, stream, args.as_mut()) };
     }
+    // A dense plan whose operands are not all 16-byte aligned has no kernel of its own: it
+    // runs as one axis of unit strides (`D1`, or 32-bit pieces of it beyond 2^31 elements).
+    let flat;
+    let plan = if plan.variant == Variant::Contig {
+        flat = plan.flat();
+        &flat
+    } else {
+        plan
+    };
     unsafe fn go<I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,
@@ -153,11 +162,11 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
         // SAFETY: forwarded contract.
         unsafe {
             match plan.variant {
-                // The planner never picks Vec or Tiled itself; they are chosen above.
-                Variant::Contig | Variant::Vec | Variant::Tiled => {
-                    go::<u64, 1, N>(gpu, names, op, plan, ptrs, stream)
+                // `Contig` is flattened to `D1` above, `Vec` and `Tiled` are chosen above:
+                // no plan reaches here with them.
+                Variant::D1 | Variant::Contig | Variant::Vec | Variant::Tiled => {
+                    go::<u32, 1, N>(gpu, names, op, plan, ptrs, stream)
                 }
-                Variant::D1 => go::<u32, 1, N>(gpu, names, op, plan, ptrs, stream),
                 Variant::D2 => go::<u32, 2, N>(gpu, names, op, plan, ptrs, stream),
                 Variant::D3 => go::<u32, 3, N>(gpu, names, op, plan, ptrs, stream),
                 Variant::Dn | Variant::Dn64 => {
@@ -319,7 +328,8 @@ fn tiled_geometry<const N: usize>(
     let shared: usize = (1..N).map(|k| tile.stage_bytes(elem_sizes[k])).sum();
     // Above 48 KiB a kernel needs an opt-in attribute. No layout comes near it (two staged
     // 8-byte inputs take 2 × 8.5 KiB with apply3's 32 × 32 tiles, one 33.3 KiB with
-    // apply2's 64 × 64), so this only guards the tile constants.
+    // apply2's 64 × 64 of 8-byte elements or 128 × 128 paired 2-byte ones), so this only
+    // guards the tile constants.
     (blocks <= i32::MAX as u64 && shared <= 48 * 1024).then_some((
         g,
         t,
@@ -506,27 +516,28 @@ mod tests {
         );
     }
 
+    /// Kernel names of a family with a tiled variant (never launched here).
+    const NAMES: KernelNames = KernelNames {
+        module: "m",
+        vec: "v",
+        tiled: "t",
+        d1: "d1",
+        d2: "d2",
+        d3: "d3",
+        dn: "dn",
+    };
+
     /// The tiled launch of `out = f(a, b)` over 2-byte operands with `ptrs`.
     fn tiled_of(out: &Layout, a: &Layout, b: &Layout, ptrs: [u64; 3]) -> (TileArg, LaunchShape) {
         let p: Plan<3> = plan([out, a, b], ["out", "a", "b"]).unwrap();
-        let names = KernelNames {
-            module: "m",
-            vec: "v",
-            tiled: "t",
-            contig: "c",
-            d1: "d1",
-            d2: "d2",
-            d3: "d3",
-            dn: "dn",
-        };
-        let (_, t, shape) = tiled_geometry(&names, &p, &ptrs, &[2; 3]).expect("a tiled plan");
+        let (_, t, shape) = tiled_geometry(&NAMES, &p, &ptrs, &[2; 3]).expect("a tiled plan");
         (t, shape)
     }
 
     #[test]
     fn two_byte_tiles_are_paired_where_pairs_are_aligned_words() {
-        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
-        assert!(TILE_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE_PAIRED);
+        use gpu_kernels::{PAIR_ALIGNED, TILE3_PAIRED};
+        assert!(TILE3_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE3_PAIRED);
         assert!(!gpu_kernels::tile_shape(&[2, 2, 4]).paired);
         let (r, c) = (128usize, 192usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
@@ -540,7 +551,7 @@ mod tests {
         assert_eq!(t.staged, 0b10 | (0b111 * PAIR_ALIGNED));
         assert_eq!((t.tiles_x.d, t.tiles_y.d), (3, 2));
         assert_eq!(shape.block, (32, 8));
-        assert_eq!(shape.shared_bytes as usize, 2 * TILE_PAIRED.stage_bytes(2));
+        assert_eq!(shape.shared_bytes as usize, 2 * TILE3_PAIRED.stage_bytes(2));
         // An input at an odd element: its pairs are not words.
         let (t, _) = tiled_of(&out, &out, &bt, [0x1000, 0x2000, 0x3002]);
         assert_eq!(t.staged, 0b10 | (0b011 * PAIR_ALIGNED));
@@ -558,5 +569,33 @@ mod tests {
             0,
             "reversed unit-stride axis"
         );
+    }
+
+    #[test]
+    fn two_byte_copies_take_128_by_128_paired_tiles() {
+        use gpu_kernels::{PAIR_ALIGNED, TILE2_PAIRED};
+        assert!(TILE2_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2]) == TILE2_PAIRED);
+        assert_eq!(
+            (TILE2_PAIRED.x, TILE2_PAIRED.y, TILE2_PAIRED.rows),
+            (128, 128, 16)
+        );
+        assert!(!gpu_kernels::tile_shape(&[2, 4]).paired);
+        // out[r][c] = a[c][r] with 300 × 200 elements: tiles of 128 along the output's
+        // unit axis (c, 200) and the input's (r, 300).
+        let (r, c) = (300usize, 200usize);
+        let out = Layout::contiguous(&[r, c]).unwrap();
+        let at = Layout::contiguous(&[c, r])
+            .unwrap()
+            .permute(&[1, 0])
+            .unwrap();
+        let p: Plan<2> = plan([&out, &at], ["out", "a"]).unwrap();
+        let (_, t, shape) =
+            tiled_geometry(&NAMES, &p, &[0x1000, 0x2000], &[2, 2]).expect("a tiled plan");
+        assert_eq!(t.staged, 0b1 | (0b11 * PAIR_ALIGNED));
+        assert_eq!((t.tiles_x.d, t.tiles_y.d), (2, 3));
+        assert_eq!(shape.grid, 6);
+        assert_eq!(shape.block, (32, 16));
+        // One stage: 128 rows of 64 pairs and a padding word, 33 280 bytes.
+        assert_eq!(shape.shared_bytes, 128 * 65 * 4);
     }
 }

@@ -172,6 +172,24 @@ impl<const N: usize> Plan<N> {
         })
     }
 
+    /// This plan's elements as one axis of unit strides (`ndim` 1): how the launcher runs a
+    /// [`Variant::Contig`] plan that the vectorised variant cannot take, as
+    /// [`Variant::D1`], or [`Variant::Dn64`] (pieces of `D1`) beyond 32-bit offsets. The
+    /// same indices with the same offsets: a dense plan's operand `k` is at `i` for index
+    /// `i`.
+    pub fn flat(&self) -> Plan<N> {
+        let mut p = self.clone();
+        p.ndim = 1;
+        p.sizes = [1; MAX_DIMS];
+        p.sizes[0] = self.numel.max(1);
+        p.strides = [[0; MAX_DIMS]; N];
+        for k in 0..N {
+            p.strides[k][0] = 1;
+        }
+        p.variant = p.variant32().unwrap_or(Variant::Dn64);
+        p
+    }
+
     /// A [`Variant::Dn64`] plan as pieces that each fit 32-bit indices (as PyTorch's
     /// `with_32bit_indexing`): `(piece, offsets)`, where operand `k` of the piece starts
     /// `offsets[k]` elements after its start in this plan. The pieces visit every index of
@@ -299,5 +317,49 @@ mod tests {
         let l = Layout::new(&[3, 5], &[1, 3], 0).unwrap();
         let p = plan([&l, &l], ["out", "a"]).unwrap();
         assert_eq!(p.split32(), vec![(p.clone(), [0, 0])]);
+    }
+
+    #[test]
+    fn flat_dense_plans_are_one_unit_axis_in_32_bit_pieces() {
+        // A dense plan runs as D1 with the same offsets as the contiguous walk.
+        let l = Layout::contiguous(&[3, 4, 5]).unwrap();
+        let p = plan([&l, &l], ["out", "a"]).unwrap();
+        assert_eq!(p.variant, Variant::Contig);
+        let f = p.flat();
+        assert_eq!(
+            (f.variant, f.ndim, f.numel, f.sizes[0]),
+            (Variant::D1, 1, 60, 60)
+        );
+        assert_eq!(f.strides[0][0], 1);
+        assert_eq!(f.strides[1][0], 1);
+        assert_eq!(
+            walk(&f, [0, 0]),
+            (0..60).map(|i| [i, i]).collect::<Vec<_>>()
+        );
+        // Beyond 2^31 elements: Dn64, split into D1 pieces that cover every index once (a
+        // plan of memory never allocated; only offsets are compared, by piece ends).
+        let n = (1usize << 31) + 5;
+        let l = Layout::contiguous(&[n]).unwrap();
+        let f = plan([&l, &l], ["out", "a"]).unwrap().flat();
+        assert_eq!(f.variant, Variant::Dn64);
+        let mut pieces: Vec<_> = f
+            .split32()
+            .into_iter()
+            .map(|(p, off)| {
+                assert_eq!(
+                    (p.variant, p.ndim, p.strides[0][0], p.strides[1][0]),
+                    (Variant::D1, 1, 1, 1)
+                );
+                assert_eq!(off[0], off[1]);
+                (off[0], p.numel)
+            })
+            .collect();
+        pieces.sort();
+        let mut next = 0i64;
+        for (start, len) in pieces {
+            assert_eq!(start, next);
+            next += len as i64;
+        }
+        assert_eq!(next as usize, n);
     }
 }

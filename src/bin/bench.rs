@@ -470,6 +470,17 @@ fn main() -> Result<()> {
         let ms = median_ms(&gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), n * 4))?;
         report("d2d_copy", "f32", n, 2 * n * 4, ms, "-");
     }
+    // A device-to-device copy of 256 MiB: the same bytes as the u8 broadcast row and the
+    // bf16 permuted copy (2^28 bytes read, 2^28 written), the bound of a case that reads and
+    // writes equal streams of that size (a copy of 1 GiB above runs longer, and its DRAM
+    // sees the same read/write mix).
+    if want("broadcast_row") || want("permute_copy") {
+        let n = if quick { 1 << 24 } else { 1 << 28 };
+        let src = DeviceTensor::from_slice(&gpu, &random(n, 2, |x| x as u8), &[n])?;
+        let dst = DeviceTensor::<u8>::zeros(&gpu, &[n])?;
+        let ms = median_ms(&gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), n))?;
+        report("d2d_copy_same_bytes", "u8", n, 2 * n, ms, "-");
+    }
     // Contiguous add over sizes.
     let sizes: Vec<u32> = if quick {
         vec![12, 20, 24]

@@ -11,7 +11,7 @@
 //! ```
 //!
 //! the PTX is split into one small module per kernel family (`add_f32`: `add_f32_v`,
-//! `add_f32_c`, …), `ptxas` compiles every family for every cubin target
+//! `add_f32_d1`, …), `ptxas` compiles every family for every cubin target
 //! ([`DEFAULT_CUBINS`]: sm_70, sm_80, sm_90, sm_100, sm_120), and everything is stored as
 //! one zstd frame per family and target ([`strided_apply_image`]), with the PTX kept for
 //! GPUs newer than every cubin.
