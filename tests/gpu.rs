@@ -788,11 +788,10 @@ fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
 
 /// The tiled variant with 2-byte operands: transposes and permutations of f16 and bf16 with
 /// one and two staged inputs, broadcast inputs, an op that reads its output (`out += bᵀ`),
-/// whole tiles (apply2's 128 × 128, apply3's 64 × 64) and tile edges (sizes not multiples
-/// of 64, odd sizes), and the layouts a paired form (two
-/// elements per 4-byte access, `benches/NOTES.md` step 15) must take element by element:
-/// a view starting at an odd element, an odd stride, a reversed unit-stride axis, a column
-/// broadcast. Every result equals the CPU twin bit for bit.
+/// whole tiles beside edge tiles (sizes not multiples of 64, odd sizes), and the layouts a
+/// paired form (two elements per 4-byte access, `benches/NOTES.md` step 15) must take
+/// element by element: a view starting at an odd element, an odd stride, a reversed
+/// unit-stride axis, a column broadcast. Every result equals the CPU twin bit for bit.
 fn two_byte_tiles(gpu: &Gpu) -> TestResult {
     use strided_apply::ops::{Add, Cast, Mul, Tolerance, Update};
     use strided_apply::{bf16, cpu, f16, Layout};
@@ -893,13 +892,9 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             (2, 2),
             (100, 37),
         ];
-        // apply2 takes 128 × 128 tiles: whole ones, and whole ones beside edge tiles.
-        let apply2_tiles = [(128, 128), (256, 200), (300, 260)];
-        for (r, c) in sizes
-            .into_iter()
-            .chain([(37, 100), (63, 64)])
-            .chain(apply2_tiles)
-        {
+        // Several whole tiles, and whole ones beside edge tiles.
+        let whole = [(128, 128), (256, 200), (300, 260)];
+        for (r, c) in sizes.into_iter().chain([(37, 100), (63, 64)]).chain(whole) {
             let (out, n) = (dense(&[r, c])?, r * c);
             let bt = dense(&[c, r])?.permute(&[1, 0]).map_err(e)?;
             run(format!("[{r}, {c}] + bT"), &out, &bt, n, None)?;
@@ -942,7 +937,7 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             ([4, 66, 3, 70], [3, 1, 0, 2]),
             ([2, 3, 64, 130], [0, 1, 3, 2]),
             ([5, 7, 9, 11], [3, 1, 0, 2]),
-            // The bench's permutation, small: whole 128 × 128 tiles of apply2.
+            // The bench's permutation, small: whole tiles in both phases.
             ([2, 3, 128, 256], [3, 1, 0, 2]),
         ] {
             let src = dense(&shape)?.permute(&perm).map_err(e)?;
@@ -1574,8 +1569,8 @@ fn big_enabled() -> bool {
     std::env::var("STRIDED_APPLY_BIG").is_ok_and(|v| v == "1")
 }
 
-/// A 3 GiB u8 tensor (3 * 2^30 elements): contiguous, transposed and broadcast, each
-/// element checked against its closed form.
+/// A 3 GiB u8 tensor (3 * 2^30 elements): contiguous (aligned, and from element 1),
+/// transposed and broadcast, each element checked against its closed form.
 fn index64_u8_3gib(gpu: &Gpu) -> TestResult {
     use strided_apply::ops::{Add, Rhs};
     let (m, k) = (3usize << 14, 1usize << 16);
@@ -1591,6 +1586,20 @@ fn index64_u8_3gib(gpu: &Gpu) -> TestResult {
     ));
     check_all("contiguous", &out.to_vec(gpu).map_err(estr)?, |i| {
         (i % 251) as u8 + 1
+    })?;
+    // Dense but not 16-byte aligned (both views start at element 1): one unit-stride axis
+    // through `d1`, in 32-bit pieces.
+    let (a1, mut o1) = (
+        a.slice(0, Some(1), None, 1).map_err(estr)?,
+        out.slice(0, Some(1), None, 1).map_err(estr)?,
+    );
+    api::apply2(gpu, Rhs { op: Add, s: 2u8 }, &mut o1, &a1).map_err(estr)?;
+    report.push(format!(
+        "unaligned {}",
+        variant_of([o1.layout(), a1.layout()])
+    ));
+    check_all("unaligned", &out.to_vec(gpu).map_err(estr)?, |i| {
+        (i % 251) as u8 + if i == 0 { 1 } else { 2 }
     })?;
     let at = a
         .reshape(&[m, k])

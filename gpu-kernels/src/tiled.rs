@@ -13,19 +13,16 @@
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 //!
-//! When every operand has 2-byte elements the kernels use paired tiles
-//! ([`TILE2_PAIRED`](crate::TILE2_PAIRED): 128 × 128 for apply2,
-//! [`TILE3_PAIRED`](crate::TILE3_PAIRED): 64 × 64 for apply3) and, in blocks whose tile is
-//! inside the tensor and whose operands' pairs are aligned words, the **paired form**
-//! ([`paired`]): the same two phases, but each thread moves pairs of elements along the
-//! operand's unit-stride axis, one 4-byte access per pair. Edge tiles and unaligned
-//! operands take the element form over the same tile (apply2's 128 × 128 as four
-//! quarters of 64 × 64).
+//! When every operand has 2-byte elements the kernels use [`TILE_PAIRED`](crate::TILE_PAIRED)
+//! tiles (64 × 64) and, in blocks whose tile is inside the tensor and whose operands' pairs
+//! are aligned words, the **paired form** ([`paired`]): the same two phases, but each thread
+//! moves pairs of elements along the operand's unit-stride axis, one 4-byte access per pair.
+//! Edge tiles and unaligned operands take the element form with the same tile shape.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE2_PAIRED, TILE3, TILE3_PAIRED};
+use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE3, TILE_PAIRED};
 use core::mem::{size_of, transmute_copy, MaybeUninit};
 
 /// Offsets of element `(x, y)` of this block's batch element.
@@ -160,9 +157,9 @@ unsafe fn value<T: Copy, const Y: u32, const V: usize>(
     }
 }
 
-/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE2_PAIRED`] tiles, in the
+/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE_PAIRED`] tiles, in the
 /// paired form where the whole tile is inside and both operands' pairs are aligned words,
-/// element by element otherwise (four quarters of 64 × 64, one after the other).
+/// element by element otherwise.
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
@@ -179,7 +176,7 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     a: *const A,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
-        const S: TileShape = TILE2_PAIRED;
+        const S: TileShape = TILE_PAIRED;
         let (x0, y0, base) = block_origin::<2, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<2, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a]: &[[u16; CHUNK]; 1]| {
@@ -201,20 +198,14 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                 f,
             );
         }
-        // The element form in quarters of 64 × 64 (8 values per thread each): one 128 × 128
-        // element tile would hold 32 values per thread and input in registers. The stage of
-        // a quarter fits in the paired stage; the barrier after each quarter keeps the next
-        // one's stores from overtaking its reads.
-        const Q: u32 = S.x / 2;
-        const { assert!(S.x == S.y && (Q * Q / (32 * S.rows)) as usize == 8) };
-        let mut q = 0;
-        while q < 4 {
-            let origin = (x0 + Q * (q & 1), y0 + Q * (q >> 1), base);
-            element2::<Op, O, A, Q, Q, { S.rows }, 8>(op, g, t, origin, out, a);
-            sync_threads();
-            q += 1;
-        }
-        return;
+        return element2::<Op, O, A, { S.x }, { S.y }, { S.rows }, { S.per_thread() }>(
+            op,
+            g,
+            t,
+            (x0, y0, base),
+            out,
+            a,
+        );
     }
     let origin = block_origin::<2, { TILE2.x }, { TILE2.y }>(g, t, tile_thread().2);
     element2::<Op, O, A, { TILE2.x }, { TILE2.y }, { TILE2.rows }, { TILE2.per_thread() }>(
@@ -262,8 +253,7 @@ unsafe fn element2<
     }
 }
 
-/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands [`TILE3_PAIRED`] tiles, paired
-/// or element by element as [`apply2_tiled`] (the element form over the whole tile).
+/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands as [`apply2_tiled`].
 ///
 /// # Safety
 /// As [`apply2_tiled`], with `shape.stage_bytes(size_of::<A>()) +
@@ -279,7 +269,7 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     b: *const B,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
-        const S: TileShape = TILE3_PAIRED;
+        const S: TileShape = TILE_PAIRED;
         let (x0, y0, base) = block_origin::<3, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<3, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a, b]: &[[u16; CHUNK]; 2]| {
