@@ -526,6 +526,14 @@ mod tests {
         dn: "dn",
     };
 
+    /// An `[r, c]` view of a dense `[c, r]` tensor.
+    fn transposed(r: usize, c: usize) -> Layout {
+        Layout::contiguous(&[c, r])
+            .unwrap()
+            .permute(&[1, 0])
+            .unwrap()
+    }
+
     /// The tiled launch of `out = f(a, b)` over 2-byte operands with `ptrs`.
     fn tiled_of(out: &Layout, a: &Layout, b: &Layout, ptrs: [u64; 3]) -> (TileArg, LaunchShape) {
         let p: Plan<3> = plan([out, a, b], ["out", "a", "b"]).unwrap();
@@ -540,10 +548,7 @@ mod tests {
         assert!(!gpu_kernels::tile_shape(&[2, 2, 4]).paired);
         let (r, c) = (128usize, 192usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
-        let bt = Layout::contiguous(&[c, r])
-            .unwrap()
-            .permute(&[1, 0])
-            .unwrap();
+        let bt = transposed(r, c);
         let ptrs = [0x1000, 0x2000, 0x3000];
         let (t, shape) = tiled_of(&out, &out, &bt, ptrs);
         // b staged; out, a and b all aligned; 64 × 64 tiles, 32 × 8 threads, two stages.
@@ -579,10 +584,7 @@ mod tests {
         // axis (c, 200) and the input's (r, 300).
         let (r, c) = (300usize, 200usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
-        let at = Layout::contiguous(&[c, r])
-            .unwrap()
-            .permute(&[1, 0])
-            .unwrap();
+        let at = transposed(r, c);
         let p: Plan<2> = plan([&out, &at], ["out", "a"]).unwrap();
         let (_, t, shape) =
             tiled_geometry(&NAMES, &p, &[0x1000, 0x2000], &[2, 2]).expect("a tiled plan");

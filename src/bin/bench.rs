@@ -401,6 +401,22 @@ where
     Ok(())
 }
 
+/// A device-to-device copy of `n` random elements of `T`, reported as `case`.
+fn bench_d2d<T: Elem>(
+    gpu: &Gpu,
+    case: &str,
+    n: usize,
+    seed: u64,
+    f: impl Fn(u64) -> T,
+) -> Result<()> {
+    let src = DeviceTensor::from_slice(gpu, &random(n, seed, f), &[n])?;
+    let dst = DeviceTensor::<T>::zeros(gpu, &[n])?;
+    let bytes = n * size_of::<T>();
+    let ms = median_ms(gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), bytes))?;
+    report(case, T::NAME, n, 2 * bytes, ms, "-");
+    Ok(())
+}
+
 fn dense<T: Elem>(shape: &[usize], seed: u64, f: impl Fn(u64) -> T) -> Result<Operand<T>> {
     let layout = Layout::contiguous(shape)?;
     Ok(Operand {
@@ -463,23 +479,14 @@ fn main() -> Result<()> {
     let big = if quick { 4096 } else { 16384 };
 
     // Ceiling: 1 GiB device-to-device copy.
-    {
-        let n = if quick { 1 << 24 } else { 1 << 28 };
-        let src = DeviceTensor::from_slice(&gpu, &random(n, 1, rand_f32), &[n])?;
-        let dst = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
-        let ms = median_ms(&gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), n * 4))?;
-        report("d2d_copy", "f32", n, 2 * n * 4, ms, "-");
-    }
+    let n = if quick { 1 << 24 } else { 1 << 28 };
+    bench_d2d(&gpu, "d2d_copy", n, 1, rand_f32)?;
     // A device-to-device copy of 256 MiB: the same bytes as the u8 broadcast row and the
     // bf16 permuted copy (2^28 bytes read, 2^28 written), the bound of a case that reads and
     // writes equal streams of that size (a copy of 1 GiB above runs longer, and its DRAM
     // sees the same read/write mix).
     if want("broadcast_row") || want("permute_copy") {
-        let n = if quick { 1 << 24 } else { 1 << 28 };
-        let src = DeviceTensor::from_slice(&gpu, &random(n, 2, |x| x as u8), &[n])?;
-        let dst = DeviceTensor::<u8>::zeros(&gpu, &[n])?;
-        let ms = median_ms(&gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), n))?;
-        report("d2d_copy_same_bytes", "u8", n, 2 * n, ms, "-");
+        bench_d2d(&gpu, "d2d_copy_same_bytes", n, 2, |x| x as u8)?;
     }
     // Contiguous add over sizes.
     let sizes: Vec<u32> = if quick {
