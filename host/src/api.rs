@@ -273,7 +273,8 @@ fn vec_geometry<const N: usize>(
 
 /// The tiled variant's geometry when it applies: a 32-bit plan of at most 5 dimensions whose
 /// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
-/// Axes are reordered to `[0, j, batch…]`; inputs not coalesced along axis 0 are staged.
+/// Axes are reordered to `[0, j, batch…]`, the batch axes by that input's strides; inputs
+/// not coalesced along axis 0 are staged.
 /// With 2-byte operands (the paired form) the operands whose pairs are aligned words are
 /// marked ([`pairs_aligned`]).
 fn tiled_geometry<const N: usize>(
@@ -287,11 +288,17 @@ fn tiled_geometry<const N: usize>(
         return None;
     }
     let slow = |k: usize| !matches!(plan.strides[k][0], -1..=1);
-    let j = (1..plan.ndim).find(|&d| (1..N).any(|k| slow(k) && plan.strides[k][d].abs() == 1))?;
-    let order: Vec<usize> = [0, j]
-        .into_iter()
-        .chain((1..plan.ndim).filter(|&d| d != j))
-        .collect();
+    let (j, k) = (1..plan.ndim).find_map(|d| {
+        (1..N)
+            .find(|&k| slow(k) && plan.strides[k][d].abs() == 1)
+            .map(|k| (d, k))
+    })?;
+    // Batch axes in the order of input k's strides, so consecutive blocks read consecutive
+    // memory of it (in the output's order the bf16 permuted copy ran 3-4 % slower:
+    // benches/NOTES.md, step 28).
+    let mut batch: Vec<usize> = (1..plan.ndim).filter(|&d| d != j).collect();
+    batch.sort_by_key(|&d| plan.strides[k][d].unsigned_abs());
+    let order: Vec<usize> = [0, j].into_iter().chain(batch).collect();
     let mut g = Geometry::<u32, 5, N>::empty();
     g.ndim = plan.ndim as u32;
     for (to, &from) in order.iter().enumerate() {
@@ -543,8 +550,8 @@ mod tests {
 
     #[test]
     fn two_byte_tiles_are_paired_where_pairs_are_aligned_words() {
-        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
-        assert!(TILE_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE_PAIRED);
+        use gpu_kernels::{PAIR_ALIGNED, TILE3_PAIRED};
+        assert!(TILE3_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE3_PAIRED);
         assert!(!gpu_kernels::tile_shape(&[2, 2, 4]).paired);
         let (r, c) = (128usize, 192usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
@@ -555,7 +562,7 @@ mod tests {
         assert_eq!(t.staged, 0b10 | (0b111 * PAIR_ALIGNED));
         assert_eq!((t.tiles_x.d, t.tiles_y.d), (3, 2));
         assert_eq!(shape.block, (32, 8));
-        assert_eq!(shape.shared_bytes as usize, 2 * TILE_PAIRED.stage_bytes(2));
+        assert_eq!(shape.shared_bytes as usize, 2 * TILE3_PAIRED.stage_bytes(2));
         // An input at an odd element: its pairs are not words.
         let (t, _) = tiled_of(&out, &out, &bt, [0x1000, 0x2000, 0x3002]);
         assert_eq!(t.staged, 0b10 | (0b011 * PAIR_ALIGNED));
@@ -576,11 +583,15 @@ mod tests {
     }
 
     #[test]
-    fn two_byte_copies_take_paired_tiles() {
-        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
-        assert!(gpu_kernels::tile_shape(&[2, 2]) == TILE_PAIRED);
+    fn two_byte_copies_take_128_by_128_paired_tiles() {
+        use gpu_kernels::{PAIR_ALIGNED, TILE2_PAIRED};
+        assert!(TILE2_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2]) == TILE2_PAIRED);
+        assert_eq!(
+            (TILE2_PAIRED.x, TILE2_PAIRED.y, TILE2_PAIRED.rows),
+            (128, 128, 16)
+        );
         assert!(!gpu_kernels::tile_shape(&[2, 4]).paired);
-        // out[r][c] = a[c][r] with 300 × 200 elements: tiles of 64 along the output's unit
+        // out[r][c] = a[c][r] with 300 × 200 elements: tiles of 128 along the output's unit
         // axis (c, 200) and the input's (r, 300).
         let (r, c) = (300usize, 200usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
@@ -589,10 +600,35 @@ mod tests {
         let (_, t, shape) =
             tiled_geometry(&NAMES, &p, &[0x1000, 0x2000], &[2, 2]).expect("a tiled plan");
         assert_eq!(t.staged, 0b1 | (0b11 * PAIR_ALIGNED));
-        assert_eq!((t.tiles_x.d, t.tiles_y.d), (4, 5));
-        assert_eq!(shape.grid, 20);
-        assert_eq!(shape.block, (32, 8));
-        // One stage: 64 rows of 32 pairs and a padding word, 8448 bytes.
-        assert_eq!(shape.shared_bytes, 64 * 33 * 4);
+        assert_eq!((t.tiles_x.d, t.tiles_y.d), (2, 3));
+        assert_eq!(shape.grid, 6);
+        assert_eq!(shape.block, (32, 16));
+        // One stage: 128 rows of 64 pairs and a padding word, 33 280 bytes.
+        assert_eq!(shape.shared_bytes, 128 * 65 * 4);
+    }
+
+    #[test]
+    fn tiled_batch_axes_follow_the_staged_input() {
+        // The bench's permutation, small: in [s, q, u, p] = [2, 3, 128, 256] permuted
+        // (3, 1, 0, 2) to out [p, q, s, u]. Axis 0 is u (the output's unit axis), axis 1 p
+        // (the input's); the batch axes go by the input's strides, q (128 · 256) before s
+        // (3 · 128 · 256), where the output's order is s (128) before q (2 · 128).
+        let a = Layout::contiguous(&[2, 3, 128, 256])
+            .unwrap()
+            .permute(&[3, 1, 0, 2])
+            .unwrap();
+        let out = Layout::contiguous(a.shape()).unwrap();
+        let p: Plan<2> = plan([&out, &a], ["out", "a"]).unwrap();
+        for size in [4, 2] {
+            let (g, t, shape) =
+                tiled_geometry(&NAMES, &p, &[0x1000, 0x2000], &[size; 2]).expect("a tiled plan");
+            assert_eq!(g.ndim, 4);
+            assert_eq!(g.sizes[..4], [128, 256, 3, 2]);
+            assert_eq!(g.strides[1][..4], [256, 1, 128 * 256, 3 * 128 * 256]);
+            assert_eq!(g.strides[0][..4], [1, 3 * 2 * 128, 2 * 128, 128]);
+            assert_eq!(t.batch[0].d, 3);
+            let tile = gpu_kernels::tile_shape(&[size; 2]);
+            assert_eq!(shape.grid, 128 / tile.x * (256 / tile.y) * 6);
+        }
     }
 }
