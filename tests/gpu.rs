@@ -788,8 +788,7 @@ fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
 
 /// The tiled variant with 2-byte operands: transposes and permutations of f16 and bf16 with
 /// one and two staged inputs, broadcast inputs, an op that reads its output (`out += bᵀ`),
-/// whole tiles (apply2's 128 × 128, apply3's 64 × 64) beside edge tiles (sizes not
-/// multiples of 64, odd sizes; apply2's element form runs in quarters), and the layouts a
+/// whole tiles beside edge tiles (sizes not multiples of 64, odd sizes), and the layouts a
 /// paired form (two elements per 4-byte access, `benches/NOTES.md` step 15) must take
 /// element by element: a view starting at an odd element, an odd stride, a reversed
 /// unit-stride axis, a column broadcast. Every result equals the CPU twin bit for bit.
@@ -893,8 +892,7 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             (2, 2),
             (100, 37),
         ];
-        // Several whole tiles, and whole ones beside edge tiles (apply2's 128 × 128 tiles of
-        // which only some quarters are inside).
+        // Several whole tiles, and whole ones beside edge tiles.
         let whole = [(128, 128), (256, 200), (300, 260)];
         for (r, c) in sizes.into_iter().chain([(37, 100), (63, 64)]).chain(whole) {
             let (out, n) = (dense(&[r, c])?, r * c);
@@ -939,8 +937,8 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             ([4, 66, 3, 70], [3, 1, 0, 2]),
             ([2, 3, 64, 130], [0, 1, 3, 2]),
             ([5, 7, 9, 11], [3, 1, 0, 2]),
-            // The bench's permutation, small: whole 128 × 128 tiles of apply2, both rounds
-            // of phase 2, batch axes in the input's order.
+            // The bench's permutation, small: whole tiles in both phases, batch axes in the
+            // input's order.
             ([2, 3, 128, 256], [3, 1, 0, 2]),
         ] {
             let src = dense(&shape)?.permute(&perm).map_err(e)?;

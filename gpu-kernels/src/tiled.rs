@@ -13,19 +13,16 @@
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 //!
-//! When every operand has 2-byte elements the kernels use paired tiles
-//! ([`TILE2_PAIRED`](crate::TILE2_PAIRED): 128 × 128 for apply2,
-//! [`TILE3_PAIRED`](crate::TILE3_PAIRED): 64 × 64 for apply3) and, in blocks whose tile is
-//! inside the tensor and whose operands' pairs are aligned words, the **paired form**
-//! ([`paired`]): the same two phases, but each thread moves pairs of elements along the
-//! operand's unit-stride axis, one 4-byte access per pair. Edge tiles and unaligned
-//! operands take the element form over the same tile (apply2's 128 × 128 as four
-//! quarters of 64 × 64).
+//! When every operand has 2-byte elements the kernels use [`TILE_PAIRED`](crate::TILE_PAIRED)
+//! tiles (64 × 64) and, in blocks whose tile is inside the tensor and whose operands' pairs
+//! are aligned words, the **paired form** ([`paired`]): the same two phases, but each thread
+//! moves pairs of elements along the operand's unit-stride axis, one 4-byte access per pair.
+//! Edge tiles and unaligned operands take the element form with the same tile shape.
 
 use crate::device::{shared_base, sync_threads, tile_thread};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE2_PAIRED, TILE3, TILE3_PAIRED};
+use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE3, TILE_PAIRED};
 use core::mem::{size_of, transmute_copy, MaybeUninit};
 
 /// Offsets of element `(x, y)` of this block's batch element.
@@ -160,9 +157,9 @@ unsafe fn value<T: Copy, const Y: u32, const V: usize>(
     }
 }
 
-/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE2_PAIRED`] tiles, in the
+/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE_PAIRED`] tiles, in the
 /// paired form where the whole tile is inside and both operands' pairs are aligned words,
-/// element by element otherwise (four quarters of 64 × 64, one after the other).
+/// element by element otherwise.
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
@@ -179,7 +176,7 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     a: *const A,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
-        const S: TileShape = TILE2_PAIRED;
+        const S: TileShape = TILE_PAIRED;
         let (x0, y0, base) = block_origin::<2, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<2, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a]: &[[u16; CHUNK]; 1]| {
@@ -191,7 +188,7 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                     j += 1;
                 }
             };
-            return paired::<2, 1, { S.x }, { S.y }, { S.rows }, { S.swizzle }>(
+            return paired::<2, 1, { S.x }, { S.y }, { S.rows }>(
                 g,
                 t,
                 (x0, y0, base),
@@ -201,20 +198,14 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                 f,
             );
         }
-        // The element form in quarters of 64 × 64 (8 values per thread each): one 128 × 128
-        // element tile would hold 32 values per thread and input in registers. The stage of
-        // a quarter fits in the paired stage; the barrier after each quarter keeps the next
-        // one's stores from overtaking its reads.
-        const Q: u32 = S.x / 2;
-        const { assert!(S.x == S.y && (Q * Q / (32 * S.rows)) as usize == 8) };
-        let mut q = 0;
-        while q < 4 {
-            let origin = (x0 + Q * (q & 1), y0 + Q * (q >> 1), base);
-            element2::<Op, O, A, Q, Q, { S.rows }, 8>(op, g, t, origin, out, a);
-            sync_threads();
-            q += 1;
-        }
-        return;
+        return element2::<Op, O, A, { S.x }, { S.y }, { S.rows }, { S.per_thread() }>(
+            op,
+            g,
+            t,
+            (x0, y0, base),
+            out,
+            a,
+        );
     }
     let origin = block_origin::<2, { TILE2.x }, { TILE2.y }>(g, t, tile_thread().2);
     element2::<Op, O, A, { TILE2.x }, { TILE2.y }, { TILE2.rows }, { TILE2.per_thread() }>(
@@ -262,8 +253,7 @@ unsafe fn element2<
     }
 }
 
-/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands [`TILE3_PAIRED`] tiles, paired
-/// or element by element as [`apply2_tiled`] (the element form over the whole tile).
+/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands as [`apply2_tiled`].
 ///
 /// # Safety
 /// As [`apply2_tiled`], with `shape.stage_bytes(size_of::<A>()) +
@@ -279,7 +269,7 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     b: *const B,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
-        const S: TileShape = TILE3_PAIRED;
+        const S: TileShape = TILE_PAIRED;
         let (x0, y0, base) = block_origin::<3, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<3, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a, b]: &[[u16; CHUNK]; 2]| {
@@ -292,7 +282,7 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
                 }
             };
             let ins = [a.cast(), b.cast()];
-            return paired::<3, 2, { S.x }, { S.y }, { S.rows }, { S.swizzle }>(
+            return paired::<3, 2, { S.x }, { S.y }, { S.rows }>(
                 g,
                 t,
                 (x0, y0, base),
@@ -413,15 +403,13 @@ unsafe fn word<const N: usize>(
 ///    `x + 1`, `m = ty + R · j`: a warp reads 128 contiguous bytes per row and `c`. With
 ///    one round (below) an unstaged input is loaded at its phase-2 positions here. All
 ///    loads are issued before the first shared-memory store. The staged 2 × 2 blocks are
-///    transposed in registers into pairs along axis 0 and stored to `stage[y][m]`, rows
-///    of `X / 2 + 1` words; with `SW`, to `stage[y][m ^ (y / 32)]` (the XOR keeps the
-///    stores of rows `2tx` and `2tx + 32` in different banks; the reads of phase 2 are a
-///    permutation of one row);
-/// 2. after the barrier, thread `(tx, ty)` owns the output pairs at `x = x0 + 2tx + 64c`
-///    (`c < X / 64`), rows `y = y0 + ty + R · j` (`j < 8`), in rounds of 8 pairs: round
-///    `h` takes rows `j = h · 8 / (X / 64) …` with every `c` of each, so a warp writes a
-///    row's `X · 2` bytes in one round. Per round it gathers the pairs' input values (an
-///    unstaged input of a tile with several rounds straight from global memory),
+///    transposed in registers into pairs along axis 0 and stored to
+///    `stage[y][m ^ (y / 32)]`, rows of `X / 2 + 1` words (the XOR keeps the stores of rows
+///    `2tx` and `2tx + 1` in different banks; the reads of phase 2 are a permutation of
+///    one row);
+/// 2. after the barrier, in `X / 64` rounds `c`, thread `(tx, ty)` owns the output pairs at
+///    `x = x0 + 2tx + 64c`, rows `y = y0 + ty + R · j`: it gathers their input values
+///    (an unstaged input of a tile with several rounds straight from global memory),
 ///    `compute` applies the op to those [`CHUNK`] values and the output's (loaded first
 ///    when `reads_out`) in a plain loop, and each pair is stored as one 4-byte access.
 ///
@@ -430,8 +418,7 @@ unsafe fn word<const N: usize>(
 /// expensive op (sin, pow) in every family; no value crosses rounds, so the loop keeps them
 /// in registers. In a round, LLVM unrolls the loop of 16 values for a cheap op and keeps
 /// one copy of an expensive one (a loop of 32 values is one it does not unroll even for a
-/// copy: the values went to local memory). A round of rows rather than of column groups:
-/// in a CUDA C reference the latter was 2.5–3 % slower (`benches/NOTES.md`, step 28).
+/// copy: the values went to local memory).
 ///
 /// # Safety
 /// As [`apply2_tiled`] with a paired [`tile_shape`](crate::tile_shape) of `X × Y` and `R`
@@ -440,15 +427,7 @@ unsafe fn word<const N: usize>(
 /// `x`, or even `y` for a staged input, along the operand's unit-stride axis) is even from
 /// a 4-byte aligned base.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn paired<
-    const N: usize,
-    const NI: usize,
-    const X: u32,
-    const Y: u32,
-    const R: u32,
-    const SW: bool,
->(
+unsafe fn paired<const N: usize, const NI: usize, const X: u32, const Y: u32, const R: u32>(
     g: &Geometry<u32, 5, N>,
     t: &TileArg,
     (x0, y0, base): (u32, u32, [u32; N]),
@@ -457,25 +436,17 @@ unsafe fn paired<
     reads_out: bool,
     mut compute: impl FnMut(&mut [u16; CHUNK], &[[u16; CHUNK]; NI]),
 ) {
-    // Pairs per round (one chunk), column groups per row, rows per round and rounds.
-    const W: usize = CHUNK / 2;
-    let (ys, xs) = (Y / 64, X / 64);
     const { assert!(NI + 1 == N && X % 64 == 0 && Y % 64 == 0 && X / 2 % R == 0) };
-    const { assert!(Y / R == 8 && W as u32 % (X / 64) == 0) };
-    let rows_per_round = W as u32 / xs;
-    let all_rounds = Y / R / rows_per_round;
+    // Rows per round: a round's pairs are one chunk.
+    const { assert!(2 * (Y / R) as usize == CHUNK) };
+    let (ys, xs) = (Y / 64, X / 64);
     let stage_row = X / 2 + 1;
     let stage_words = (Y * stage_row) as usize;
     let (tx, ty, _) = tile_thread();
     let staged = |i: usize| t.staged & (1 << i) != 0;
-    // Pair `k` of round `h`: its row `yl` in the tile and column `col` (in pairs).
-    let pair = |h: u32, k: usize| {
-        let (r, c) = (h * rows_per_round + k as u32 / xs, k as u32 % xs);
-        (ty + R * r, tx + 32 * c)
-    };
     // Phase 1: every load of the tile. Staged: `X / 2R · Y / 64` row pairs `(m, c)`.
     let mut rows = [[[0u32; 16]; 2]; NI];
-    let mut pre = [[0u32; W]; NI];
+    let mut pre = [[0u32; CHUNK / 2]; NI];
     unrolled!(NI, |i| {
         let (k, src) = (i + 1, ins[i]);
         if staged(i) {
@@ -485,10 +456,9 @@ unsafe fn paired<
                 rows[i][0][j] = word(g, &base, k, src, x, y);
                 rows[i][1][j] = word(g, &base, k, src, x + 1, y);
             });
-        } else if all_rounds == 1 {
-            unrolled!(W, |p| {
-                let (yl, col) = pair(0, p);
-                pre[i][p] = word(g, &base, k, src, x0 + 2 * col, y0 + yl);
+        } else if xs == 1 {
+            unrolled!(CHUNK / 2, |r| {
+                pre[i][r] = word(g, &base, k, src, x0 + 2 * tx, y0 + ty + R * r as u32);
             });
         }
     });
@@ -500,7 +470,7 @@ unsafe fn paired<
                 let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
                 // Rows y and y + 1 share `y / 32`.
                 let y = 2 * tx + 64 * c;
-                let col = if SW { m ^ (y >> 5) } else { m };
+                let col = m ^ (y >> 5);
                 let (r0, r1) = (rows[i][0][j], rows[i][1][j]);
                 *st.add((y * stage_row + col) as usize) = (r0 & 0xffff) | (r1 << 16);
                 *st.add(((y + 1) * stage_row + col) as usize) = (r0 >> 16) | (r1 & 0xffff_0000);
@@ -509,42 +479,38 @@ unsafe fn paired<
     });
     sync_threads();
     // Phase 2: per round, gather, compute, store.
-    let rounds = if all_rounds == 1 {
-        1
-    } else {
-        all_rounds + (g.ndim >> 16)
-    };
-    let mut h = 0;
-    while h < rounds {
+    let rounds = if xs == 1 { 1 } else { xs + (g.ndim >> 16) };
+    let mut c = 0;
+    while c < rounds {
+        let col = tx + 32 * c;
+        let x = x0 + 2 * col;
         let mut vals = [[0u16; CHUNK]; NI];
         let mut outs = [0u16; CHUNK];
-        unrolled!(W, |k| {
-            let (yl, col) = pair(h, k);
-            let (x, y) = (x0 + 2 * col, y0 + yl);
+        unrolled!(CHUNK / 2, |r| {
+            let yl = ty + R * r as u32;
             unrolled!(NI, |i| {
                 let w = if staged(i) {
-                    let c = if SW { col ^ (yl >> 5) } else { col };
-                    *stages.add(i * stage_words + (yl * stage_row + c) as usize)
-                } else if all_rounds == 1 {
-                    pre[i][k]
+                    *stages.add(i * stage_words + (yl * stage_row + (col ^ (yl >> 5))) as usize)
+                } else if xs == 1 {
+                    pre[i][r]
                 } else {
-                    word(g, &base, i + 1, ins[i], x, y)
+                    word(g, &base, i + 1, ins[i], x, y0 + yl)
                 };
-                vals[i][2 * k] = w as u16;
-                vals[i][2 * k + 1] = (w >> 16) as u16;
+                vals[i][2 * r] = w as u16;
+                vals[i][2 * r + 1] = (w >> 16) as u16;
             });
             if reads_out {
-                let w = word(g, &base, 0, out as *const u16, x, y);
-                outs[2 * k] = w as u16;
-                outs[2 * k + 1] = (w >> 16) as u16;
+                let w = word(g, &base, 0, out as *const u16, x, y0 + yl);
+                outs[2 * r] = w as u16;
+                outs[2 * r + 1] = (w >> 16) as u16;
             }
         });
         compute(&mut outs, &vals);
-        unrolled!(W, |k| {
-            let (yl, col) = pair(h, k);
-            let w = outs[2 * k] as u32 | (outs[2 * k + 1] as u32) << 16;
-            *(out.offset(at(g, &base, 0, x0 + 2 * col, y0 + yl)) as *mut u32) = w;
+        unrolled!(CHUNK / 2, |r| {
+            let w = outs[2 * r] as u32 | (outs[2 * r + 1] as u32) << 16;
+            let y = y0 + ty + R * r as u32;
+            *(out.offset(at(g, &base, 0, x, y)) as *mut u32) = w;
         });
-        h += 1;
+        c += 1;
     }
 }
