@@ -15,13 +15,10 @@
 #include <vector>
 #include <algorithm>
 #include <cuda_runtime.h>
-#include "timing.cuh"
+#include "permute16.cuh"
 
 template <class F> static float median_ms(F launch, int reps = 31) { return event_median_ms(launch, reps, 5); }
 
-constexpr int U = 128, P = 256, Q = 64, S = 64;  // extents
-constexpr long IN_S = (long)Q * U * P, IN_Q = (long)U * P, IN_U = P;  // input strides
-constexpr long OUT_P = (long)Q * S * U, OUT_Q = (long)S * U, OUT_S = U;  // output strides
 
 // ORDER: digits of the split, innermost first: 0 = u tile, 1 = p tile, 2 = q, 3 = s.
 template <int TU, int TP, int R>
@@ -38,25 +35,7 @@ __global__ void __launch_bounds__(32 * R) perm(uint32_t* out, const uint32_t* in
   const int tx = threadIdx.x, ty = threadIdx.y;
   const uint32_t* src = in + (s * IN_S + q * IN_Q) / 2;
   uint32_t* dst = out + (q * OUT_Q + s * OUT_S) / 2;
-  constexpr int PC = TP / 2 / 32;  // p pairs per thread column
-  constexpr int MU = TU / 2 / R;   // u pairs per thread row
-  uint32_t w0[MU][PC], w1[MU][PC];
-#pragma unroll
-  for (int j = 0; j < MU; j++)
-#pragma unroll
-    for (int i = 0; i < PC; i++) {
-      int m = ty + R * j, pc = tx + 32 * i;
-      w0[j][i] = src[(u0 + 2 * m) * (IN_U / 2) + p0 / 2 + pc];
-      w1[j][i] = src[(u0 + 2 * m + 1) * (IN_U / 2) + p0 / 2 + pc];
-    }
-#pragma unroll
-  for (int j = 0; j < MU; j++)
-#pragma unroll
-    for (int i = 0; i < PC; i++) {
-      int m = ty + R * j, pc = tx + 32 * i;
-      st[2 * pc][m] = __byte_perm(w0[j][i], w1[j][i], 0x5410);
-      st[2 * pc + 1][m] = __byte_perm(w0[j][i], w1[j][i], 0x7632);
-    }
+  load_stage<TU, TP, R, false>(st, src, u0, p0);
   __syncthreads();
   constexpr int UC = TU / 2 / 32 > 0 ? TU / 2 / 32 : 1;  // u pairs per thread column
   constexpr int PR = TP / R;                             // p rows per thread row
@@ -69,23 +48,9 @@ __global__ void __launch_bounds__(32 * R) perm(uint32_t* out, const uint32_t* in
     }
 }
 
-__global__ void perm_naive(uint16_t* out, const uint16_t* in) {
-  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // output linear index
-  size_t u = i % U, s = (i / U) % S, q = (i / OUT_Q) % Q, p = i / OUT_P;
-  out[i] = in[s * IN_S + q * IN_Q + u * IN_U + p];
-}
-__global__ void fill_rand(uint32_t* d, size_t w, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < w; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t x = (uint32_t)i * 2654435761u ^ seed; x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15; d[i] = x;
-  }
-}
 __global__ void f32_add(float4* c, const float4* a, const float4* b, size_t chunks) {
   size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
   if (i < chunks) { float4 x = a[i], y = b[i]; c[i] = make_float4(x.x + y.x, x.y + y.y, x.z + y.z, x.w + y.w); }
-}
-__global__ void count_diff(const uint32_t* x, const uint32_t* y, size_t n, unsigned long long* d) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    if (x[i] != y[i]) atomicAdd(d, 1ull);
 }
 
 int main() {

@@ -12,11 +12,8 @@
 //          library's 128 x 128 kernel took 56 registers: two blocks of 512 threads per SM).
 //   nvcc -O3 -arch=sm_90 -o mimic permute16_mimic.cu && ./mimic    (JSON lines to stdout)
 #include <cstdint>
-#include "timing.cuh"
+#include "permute16.cuh"
 
-constexpr int U = 128, P = 256, Q = 64, S = 64;  // extents
-constexpr long IN_S = (long)Q * U * P, IN_Q = (long)U * P, IN_U = P;  // input strides
-constexpr long OUT_P = (long)Q * S * U, OUT_Q = (long)S * U, OUT_S = U;  // output strides
 
 // Block index split innermost first: u tile, p tile, q, s (the library's order).
 template <int TU, int TP, int R, bool SWZ, int ROUNDS>
@@ -31,26 +28,7 @@ __global__ void __launch_bounds__(32 * R) perm(uint32_t* out, const uint32_t* in
   const int tx = threadIdx.x, ty = threadIdx.y;
   const uint32_t* src = in + (s * IN_S + q * IN_Q) / 2;
   uint32_t* dst = out + (q * OUT_Q + s * OUT_S) / 2;
-  constexpr int PC = TP / 2 / 32;  // p pairs per thread column
-  constexpr int MU = TU / 2 / R;   // u pairs per thread row
-  uint32_t w0[MU][PC], w1[MU][PC];
-#pragma unroll
-  for (int j = 0; j < MU; j++)
-#pragma unroll
-    for (int i = 0; i < PC; i++) {
-      int m = ty + R * j, pc = tx + 32 * i;
-      w0[j][i] = src[(u0 + 2 * m) * (IN_U / 2) + p0 / 2 + pc];
-      w1[j][i] = src[(u0 + 2 * m + 1) * (IN_U / 2) + p0 / 2 + pc];
-    }
-#pragma unroll
-  for (int j = 0; j < MU; j++)
-#pragma unroll
-    for (int i = 0; i < PC; i++) {
-      int m = ty + R * j, pc = tx + 32 * i;
-      int col = SWZ ? m ^ ((2 * pc) >> 5) : m;
-      st[2 * pc][col] = __byte_perm(w0[j][i], w1[j][i], 0x5410);
-      st[2 * pc + 1][col] = __byte_perm(w0[j][i], w1[j][i], 0x7632);
-    }
+  load_stage<TU, TP, R, SWZ>(st, src, u0, p0);
   __syncthreads();
   constexpr int UC = TU / 2 / 32;  // u pairs per thread column
   constexpr int PR = TP / R;       // p rows per thread row
@@ -107,21 +85,6 @@ __global__ void __launch_bounds__(32 * R) perm(uint32_t* out, const uint32_t* in
 #pragma unroll
       for (int i = 0; i < UC; i++) put(ty + R * j, tx + 32 * i, word(ty + R * j, tx + 32 * i));
   }
-}
-
-__global__ void perm_naive(uint16_t* out, const uint16_t* in) {
-  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;  // output linear index
-  size_t u = i % U, s = (i / U) % S, q = (i / OUT_Q) % Q, p = i / OUT_P;
-  out[i] = in[s * IN_S + q * IN_Q + u * IN_U + p];
-}
-__global__ void fill_rand(uint32_t* d, size_t w, uint32_t seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < w; i += (size_t)gridDim.x * blockDim.x) {
-    uint32_t x = (uint32_t)i * 2654435761u ^ seed; x ^= x >> 13; x *= 0x5bd1e995; x ^= x >> 15; d[i] = x;
-  }
-}
-__global__ void count_diff(const uint32_t* x, const uint32_t* y, size_t n, unsigned long long* d) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    if (x[i] != y[i]) atomicAdd(d, 1ull);
 }
 
 int main() {

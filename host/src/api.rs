@@ -296,9 +296,11 @@ fn tiled_geometry<const N: usize>(
     // Batch axes in the order of input k's strides, so consecutive blocks read consecutive
     // memory of it (in the output's order the bf16 permuted copy ran 3-4 % slower:
     // benches/NOTES.md, step 28).
-    let mut batch: Vec<usize> = (1..plan.ndim).filter(|&d| d != j).collect();
-    batch.sort_by_key(|&d| plan.strides[k][d].unsigned_abs());
-    let order: Vec<usize> = [0, j].into_iter().chain(batch).collect();
+    let mut order: Vec<usize> = [0, j]
+        .into_iter()
+        .chain((1..plan.ndim).filter(|&d| d != j))
+        .collect();
+    order[2..].sort_by_key(|&d| plan.strides[k][d].unsigned_abs());
     let mut g = Geometry::<u32, 5, N>::empty();
     g.ndim = plan.ndim as u32;
     for (to, &from) in order.iter().enumerate() {
