@@ -7,11 +7,11 @@ mod common;
 use common::random::{random_case, Limits};
 use common::{cases, random_vec, Rng, TestElem};
 use strided_apply::gpu_kernels::reduce::{OutOf, Reduce};
-use strided_apply::ops::Accuracy;
+use strided_apply::ops::{self, Accuracy};
 use strided_apply::verify::{self, Distance};
 use strided_apply::{
-    api, image, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4, ModuleImage,
-    Target,
+    api, image, DeviceTensor, Error, Gpu, Kernels1, Kernels2, Kernels3, Kernels4, Layout,
+    ModuleImage, Target,
 };
 
 type TestResult = Result<String, String>;
@@ -786,6 +786,83 @@ fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
     ))
 }
 
+/// `Ok` where `got` equals `want` bit for bit, else the first mismatch, named by `what`.
+fn check_exact<T: TestElem>(what: &str, got: &[T], want: &[T]) -> Result<(), String> {
+    match verify::first_mismatch(got, want, strided_apply::ops::Tolerance::Exact) {
+        None => Ok(()),
+        Some(m) => Err(format!("{} {what}: {m}", T::NAME)),
+    }
+}
+
+/// `out = a + b` and `out = b * a`, `b` a view of a buffer of `len` elements and `a` the
+/// view `a` of its own buffer (dense like `out` where `None`); then `out += b` (apply2,
+/// reads its output) and `out = b` (a copy).
+#[allow(clippy::too_many_arguments)]
+fn tiled_case<T: TestElem>(
+    gpu: &Gpu,
+    rng: &mut Rng,
+    what: &str,
+    out: &Layout,
+    view: &Layout,
+    len: usize,
+    a: Option<(&Layout, usize)>,
+) -> Result<(), String>
+where
+    ops::Add: Kernels3<T, T, T> + ops::Op3<T, T, T>,
+    ops::Mul: Kernels3<T, T, T> + ops::Op3<T, T, T>,
+    ops::Update<ops::Add>: Kernels2<T, T> + ops::Op2<T, T>,
+    ops::Cast: Kernels2<T, T> + ops::Op2<T, T>,
+{
+    use strided_apply::cpu;
+    use strided_apply::ops::{Add, Cast, Mul, Update};
+    let e = |e: Error| format!("{} {what}: {e}", T::NAME);
+    let n = out.numel();
+    let (a_host, a_view): (Vec<T>, Layout) = match a {
+        Some((l, len)) => (random_vec(rng, len), l.clone()),
+        None => (random_vec(rng, n), out.clone()),
+    };
+    let b_host: Vec<T> = random_vec(rng, len);
+    let a = DeviceTensor::from_slice(gpu, &a_host, &[a_host.len()])
+        .and_then(|t| t.with_layout(a_view.clone()))
+        .map_err(e)?;
+    let b = DeviceTensor::from_slice(gpu, &b_host, &[len])
+        .and_then(|t| t.with_layout(view.clone()))
+        .map_err(e)?;
+    let start: Vec<T> = random_vec(rng, n);
+    let mut o = DeviceTensor::from_slice(gpu, &start, &[n])
+        .and_then(|t| t.with_layout(out.clone()))
+        .map_err(e)?;
+    let mut want = start.clone();
+    api::apply3(gpu, Add, &mut o, &a, &b).map_err(e)?;
+    cpu::apply3(Add, (&mut want, out), (&a_host, &a_view), (&b_host, view)).map_err(e)?;
+    check_exact(
+        &format!("{what}: a + b"),
+        &o.buffer_to_vec(gpu).map_err(e)?,
+        &want,
+    )?;
+    api::apply3(gpu, Mul, &mut o, &b, &a).map_err(e)?;
+    cpu::apply3(Mul, (&mut want, out), (&b_host, view), (&a_host, &a_view)).map_err(e)?;
+    check_exact(
+        &format!("{what}: b * a"),
+        &o.buffer_to_vec(gpu).map_err(e)?,
+        &want,
+    )?;
+    api::apply2(gpu, Update(Add), &mut o, &b).map_err(e)?;
+    cpu::apply2(Update(Add), (&mut want, out), (&b_host, view)).map_err(e)?;
+    check_exact(
+        &format!("{what}: out += b"),
+        &o.buffer_to_vec(gpu).map_err(e)?,
+        &want,
+    )?;
+    api::apply2(gpu, Cast, &mut o, &b).map_err(e)?;
+    cpu::apply2(Cast, (&mut want, out), (&b_host, view)).map_err(e)?;
+    check_exact(
+        &format!("{what}: out = b"),
+        &o.buffer_to_vec(gpu).map_err(e)?,
+        &want,
+    )
+}
+
 /// The tiled variant with 2-byte operands: transposes and permutations of f16 and bf16 with
 /// one and two staged inputs, broadcast inputs, an op that reads its output (`out += bᵀ`),
 /// whole tiles beside edge tiles (sizes not multiples of 64, odd sizes), and the layouts a
@@ -793,80 +870,8 @@ fn step2_views_ending_at_buffer_end(gpu: &Gpu) -> TestResult {
 /// element by element: a view starting at an odd element, an odd stride, a reversed
 /// unit-stride axis, a column broadcast. Every result equals the CPU twin bit for bit.
 fn two_byte_tiles(gpu: &Gpu) -> TestResult {
-    use strided_apply::ops::{Add, Cast, Mul, Tolerance, Update};
-    use strided_apply::{bf16, cpu, f16, Layout};
-    fn check<T: TestElem>(what: &str, got: &[T], want: &[T]) -> Result<(), String> {
-        match verify::first_mismatch(got, want, Tolerance::Exact) {
-            None => Ok(()),
-            Some(m) => Err(format!("{} {what}: {m}", T::NAME)),
-        }
-    }
-    /// `out = a + b` and `out = b * a`, `b` a view of a buffer of `len` elements and `a` the
-    /// view `a` of its own buffer (dense like `out` where `None`); then `out += b` (apply2,
-    /// reads its output) and `out = b` (a copy).
-    #[allow(clippy::too_many_arguments)]
-    fn one<T: TestElem>(
-        gpu: &Gpu,
-        rng: &mut Rng,
-        what: &str,
-        out: &Layout,
-        view: &Layout,
-        len: usize,
-        a: Option<(&Layout, usize)>,
-    ) -> Result<(), String>
-    where
-        Add: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
-        Mul: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
-        Update<Add>: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
-        Cast: Kernels2<T, T> + strided_apply::ops::Op2<T, T>,
-    {
-        let e = |e: Error| format!("{} {what}: {e}", T::NAME);
-        let n = out.numel();
-        let (a_host, a_view): (Vec<T>, Layout) = match a {
-            Some((l, len)) => (random_vec(rng, len), l.clone()),
-            None => (random_vec(rng, n), out.clone()),
-        };
-        let b_host: Vec<T> = random_vec(rng, len);
-        let a = DeviceTensor::from_slice(gpu, &a_host, &[a_host.len()])
-            .and_then(|t| t.with_layout(a_view.clone()))
-            .map_err(e)?;
-        let b = DeviceTensor::from_slice(gpu, &b_host, &[len])
-            .and_then(|t| t.with_layout(view.clone()))
-            .map_err(e)?;
-        let start: Vec<T> = random_vec(rng, n);
-        let mut o = DeviceTensor::from_slice(gpu, &start, &[n])
-            .and_then(|t| t.with_layout(out.clone()))
-            .map_err(e)?;
-        let mut want = start.clone();
-        api::apply3(gpu, Add, &mut o, &a, &b).map_err(e)?;
-        cpu::apply3(Add, (&mut want, out), (&a_host, &a_view), (&b_host, view)).map_err(e)?;
-        check(
-            &format!("{what}: a + b"),
-            &o.buffer_to_vec(gpu).map_err(e)?,
-            &want,
-        )?;
-        api::apply3(gpu, Mul, &mut o, &b, &a).map_err(e)?;
-        cpu::apply3(Mul, (&mut want, out), (&b_host, view), (&a_host, &a_view)).map_err(e)?;
-        check(
-            &format!("{what}: b * a"),
-            &o.buffer_to_vec(gpu).map_err(e)?,
-            &want,
-        )?;
-        api::apply2(gpu, Update(Add), &mut o, &b).map_err(e)?;
-        cpu::apply2(Update(Add), (&mut want, out), (&b_host, view)).map_err(e)?;
-        check(
-            &format!("{what}: out += b"),
-            &o.buffer_to_vec(gpu).map_err(e)?,
-            &want,
-        )?;
-        api::apply2(gpu, Cast, &mut o, &b).map_err(e)?;
-        cpu::apply2(Cast, (&mut want, out), (&b_host, view)).map_err(e)?;
-        check(
-            &format!("{what}: out = b"),
-            &o.buffer_to_vec(gpu).map_err(e)?,
-            &want,
-        )
-    }
+    use strided_apply::ops::{Add, Cast, Mul, Update};
+    use strided_apply::{bf16, f16, Layout};
     fn all<T: TestElem>(gpu: &Gpu, rng: &mut Rng) -> Result<usize, String>
     where
         Add: Kernels3<T, T, T> + strided_apply::ops::Op3<T, T, T>,
@@ -880,7 +885,7 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
         let mut run =
             |what: String, out: &Layout, b: &Layout, len: usize, a: Option<(&Layout, usize)>| {
                 cases += 1;
-                one::<T>(gpu, rng, &what, out, b, len, a)
+                tiled_case::<T>(gpu, rng, &what, out, b, len, a)
             };
         // Transposes: out [r, c], b = B[c, r]ᵀ (odd sizes: a pair cut by the tile's edge).
         let sizes = [
@@ -957,6 +962,71 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
     let cases = all::<f16>(gpu, &mut rng)? + all::<bf16>(gpu, &mut rng)?;
     Ok(format!(
         "{cases} layouts × 4 ops (a + b, b * a, out += b, out = b), f16 and bf16, GPU = CPU twin"
+    ))
+}
+
+/// The tiled variant over batch axes for every element size a tile stages (1, 2, 4, 8
+/// bytes): permuted 3-D and 4-D views through apply2 (64 × 64 tiles) and apply3 (32 × 32),
+/// the staged input's unit axis a whole number of tiles for both, for one, for neither; that
+/// axis reversed; a second input broadcast over the batch. Every result equals the CPU twin
+/// bit for bit.
+fn tiled_batches(gpu: &Gpu) -> TestResult {
+    use strided_apply::{bf16, ops::*};
+    fn all<T: TestElem>(gpu: &Gpu, rng: &mut Rng) -> Result<usize, String>
+    where
+        Add: Kernels3<T, T, T> + Op3<T, T, T>,
+        Mul: Kernels3<T, T, T> + Op3<T, T, T>,
+        Update<Add>: Kernels2<T, T> + Op2<T, T>,
+        Cast: Kernels2<T, T> + Op2<T, T>,
+    {
+        let e = |e: Error| e.to_string();
+        let dense = |shape: &[usize]| Layout::contiguous(shape).map_err(e);
+        let mut cases = 0;
+        for (shape, perm) in [
+            // The bench's permutation, small: axis p = 256 (4 tiles of 64, 8 of 32).
+            (vec![2usize, 3, 128, 256], vec![3usize, 1, 0, 2]),
+            // 3-D: the input's unit axis 128 (whole tiles), one batch axis.
+            (vec![5, 192, 128], vec![2, 0, 1]),
+            // 96: whole tiles for apply3's 32-wide tiles, not for apply2's 64.
+            (vec![3, 70, 96], vec![2, 0, 1]),
+            // 200: no whole number of tiles for either.
+            (vec![4, 66, 200], vec![2, 0, 1]),
+        ] {
+            let len = shape.iter().product();
+            let src = dense(&shape)?.permute(&perm).map_err(e)?;
+            let out = dense(src.shape())?;
+            let flipped = src.flip(0).map_err(e)?;
+            for (what, view) in [("", &src), (" flip(0)", &flipped)] {
+                let what = format!("{shape:?} permuted {perm:?}{what}");
+                cases += 1;
+                tiled_case::<T>(gpu, rng, &what, &out, view, len, None)?;
+            }
+            // `a` broadcast over every axis but the output's unit axis and the next.
+            let mut bshape = src.shape().to_vec();
+            let nd = bshape.len();
+            bshape[..nd - 2].iter_mut().for_each(|s| *s = 1);
+            let row = dense(&bshape)?;
+            let row = row.broadcast_to(src.shape()).map_err(e)?;
+            cases += 1;
+            tiled_case::<T>(
+                gpu,
+                rng,
+                &format!("{shape:?} permuted {perm:?}, a broadcast"),
+                &out,
+                &src,
+                len,
+                Some((&row, bshape.iter().product())),
+            )?;
+        }
+        Ok(cases)
+    }
+    let mut rng = Rng(0x7c17);
+    let cases = all::<u8>(gpu, &mut rng)?
+        + all::<bf16>(gpu, &mut rng)?
+        + all::<f32>(gpu, &mut rng)?
+        + all::<f64>(gpu, &mut rng)?;
+    Ok(format!(
+        "{cases} layouts × 4 ops (a + b, b * a, out += b, out = b), u8, bf16, f32, f64, GPU = CPU twin"
     ))
 }
 
@@ -2378,7 +2448,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 24] = [
+    let tests: [GpuTest; 25] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_stencils_by_id_match_cpu_twin", dispatch_stencils),
         (
@@ -2394,6 +2464,7 @@ fn main() {
             dlpack_and_ndarray_round_trips,
         ),
         ("gpu_two_byte_tiles_match_cpu_twin", two_byte_tiles),
+        ("gpu_tiled_batches_match_cpu_twin", tiled_batches),
         (
             "gpu_16bit_floats_exhaustive_bit_identical",
             narrow_exhaustive,
