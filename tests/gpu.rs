@@ -865,7 +865,8 @@ where
 
 /// The tiled variant with 2-byte operands: transposes and permutations of f16 and bf16 with
 /// one and two staged inputs, broadcast inputs, an op that reads its output (`out += bᵀ`),
-/// whole tiles beside edge tiles (sizes not multiples of 64, odd sizes), and the layouts a
+/// whole tiles (apply2's 128 × 128, apply3's 64 × 64) beside edge tiles (sizes not
+/// multiples of 64, odd sizes; apply2's element form runs in quarters), and the layouts a
 /// paired form (two elements per 4-byte access, `benches/NOTES.md` step 15) must take
 /// element by element: a view starting at an odd element, an odd stride, a reversed
 /// unit-stride axis, a column broadcast. Every result equals the CPU twin bit for bit.
@@ -897,7 +898,8 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             (2, 2),
             (100, 37),
         ];
-        // Several whole tiles, and whole ones beside edge tiles.
+        // Several whole tiles, and whole ones beside edge tiles (apply2's 128 × 128 tiles of
+        // which only some quarters are inside).
         let whole = [(128, 128), (256, 200), (300, 260)];
         for (r, c) in sizes.into_iter().chain([(37, 100), (63, 64)]).chain(whole) {
             let (out, n) = (dense(&[r, c])?, r * c);
@@ -942,8 +944,8 @@ fn two_byte_tiles(gpu: &Gpu) -> TestResult {
             ([4, 66, 3, 70], [3, 1, 0, 2]),
             ([2, 3, 64, 130], [0, 1, 3, 2]),
             ([5, 7, 9, 11], [3, 1, 0, 2]),
-            // The bench's permutation, small: whole tiles in both phases, batch axes in the
-            // input's order.
+            // The bench's permutation, small: whole 128 × 128 tiles of apply2, both rounds
+            // of phase 2, batch axes in the input's order.
             ([2, 3, 128, 256], [3, 1, 0, 2]),
         ] {
             let src = dense(&shape)?.permute(&perm).map_err(e)?;
@@ -1934,7 +1936,8 @@ fn load_own_streams(gpu: &Gpu) -> TestResult {
 
 /// Every 16-bit pattern (NaNs, infinities, subnormals included) of `f16` and `bf16` through
 /// the exact ops and casts on the GPU, against the CPU twin **bit for bit** where the result
-/// is a 16-bit float (NaNs too: both sides give the canonical NaN), an integer or a bool;
+/// is a 16-bit float (NaNs too: both sides give the canonical NaN, and a cast to the same
+/// type keeps every bit), an integer or a bool;
 /// equal values (any NaN payload) where it is an f32 or f64; the transcendentals within one
 /// 16-bit ulp.
 fn narrow_exhaustive(gpu: &Gpu) -> TestResult {
@@ -2002,6 +2005,8 @@ fn narrow_exhaustive(gpu: &Gpu) -> TestResult {
             exact!(format!("rsqrt {t}"), both!(apply2, apply2, Rsqrt, $t, [x]));
             same_value!(format!("{t} -> f32"), both!(apply2, apply2, Cast, f32, [x]));
             same_value!(format!("{t} -> f64"), both!(apply2, apply2, Cast, f64, [x]));
+            // To the same type: every bit kept on both sides (NaN payloads too).
+            exact!(format!("{t} -> {t}"), both!(apply2, apply2, Cast, $t, [x]));
             exact!(format!("{t} -> i32"), both!(apply2, apply2, Cast, i32, [x]));
             exact!(format!("{t} -> i64"), both!(apply2, apply2, Cast, i64, [x]));
             exact!(format!("{t} -> u8"), both!(apply2, apply2, Cast, u8, [x]));

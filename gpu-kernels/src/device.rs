@@ -34,6 +34,47 @@ pub fn shared_base() -> *mut u8 {
     p as *mut u8
 }
 
+/// Shared-window (32-bit) address of this block's dynamic shared memory, for
+/// [`ld_shared_u32`] and [`st_shared_u32`]: accesses through it compile to shared-memory
+/// instructions with the constant part of the address as an immediate, where the generic
+/// pointer of [`shared_base`] left ptxas generic loads and stores and 64-bit address sums
+/// (`benches/NOTES.md`, step 30).
+#[inline(always)]
+pub fn shared_base32() -> u32 {
+    let p: u32;
+    // SAFETY: takes the address of the declared shared array; no memory is touched.
+    unsafe {
+        core::arch::asm!("mov.u32 {0}, smem_dyn;", out(reg32) p, options(nomem, nostack, pure))
+    };
+    p
+}
+
+/// Stores `v` at shared-window address `addr`.
+///
+/// # Safety
+/// `addr` is 4-byte aligned and inside this block's dynamic shared memory (from
+/// [`shared_base32`] plus an offset below the launch's shared bytes).
+#[inline(always)]
+pub unsafe fn st_shared_u32(addr: u32, v: u32) {
+    core::arch::asm!("st.shared.u32 [{0}], {1};", in(reg32) addr, in(reg32) v, options(nostack));
+}
+
+/// The 4-byte word at shared-window address `addr`.
+///
+/// # Safety
+/// As [`st_shared_u32`].
+#[inline(always)]
+pub unsafe fn ld_shared_u32(addr: u32) -> u32 {
+    let v: u32;
+    core::arch::asm!(
+        "ld.shared.u32 {0}, [{1}];",
+        out(reg32) v,
+        in(reg32) addr,
+        options(nostack, readonly, pure)
+    );
+    v
+}
+
 /// `(threadIdx.x, threadIdx.y, blockIdx.x)`.
 #[inline(always)]
 pub fn tile_thread() -> (u32, u32, u32) {

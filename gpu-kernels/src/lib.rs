@@ -71,7 +71,7 @@ pub mod tiled;
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct TileArg {
     /// Bit `k - 1` set: input `k` is read through shared memory. Bit
-    /// [`PAIR_ALIGNED`]` << k` set (the paired form, [`TILE_PAIRED`]): every pair of operand
+    /// [`PAIR_ALIGNED`]` << k` set (the paired form, [`TILE2_PAIRED`], [`TILE3_PAIRED`]): every pair of operand
     /// `k` that the tile moves is an aligned 4-byte word of it (operand 0 is the output).
     pub staged: u32,
     /// Tiles along axis 0 (the output's unit-stride axis).
@@ -125,8 +125,11 @@ pub struct TileShape {
     pub y: u32,
     pub rows: u32,
     /// The paired form for 2-byte operands: every thread moves pairs of elements, one
-    /// 4-byte access each where the operand allows it (`tiled`, [`TILE_PAIRED`]).
+    /// 4-byte access each where the operand allows it (`tiled`, [`TILE2_PAIRED`]).
     pub paired: bool,
+    /// In the paired form, word `m` of stage row `y` is stored at `m ^ (y / 32)` (no bank
+    /// conflict between the stage stores of rows `y` and `y + 32`).
+    pub swizzle: bool,
 }
 
 impl TileShape {
@@ -155,6 +158,7 @@ pub const TILE2: TileShape = TileShape {
     y: 64,
     rows: 8,
     paired: false,
+    swizzle: false,
 };
 /// Tiles of `apply3` (two inputs, each staged or not): 32 × 32, 8 values per thread.
 pub const TILE3: TileShape = TileShape {
@@ -162,20 +166,34 @@ pub const TILE3: TileShape = TileShape {
     y: 32,
     rows: 4,
     paired: false,
+    swizzle: false,
 };
-/// Tiles of apply2 and apply3 when every operand has 2-byte elements (f16, bf16): 64 × 64,
-/// blocks of 32 × 8 threads, each thread moving pairs of elements along the operand's
-/// unit-stride axis as one 4-byte access (16 elements per thread and input). With one
+/// Tiles of apply2 when both operands have 2-byte elements (f16, bf16): 128 × 128, blocks
+/// of 32 × 16 threads, each thread moving pairs of elements along the operand's unit-stride
+/// axis as one 4-byte access (32 elements per thread), no stage swizzle. A tile spanning 128
+/// elements of the output's unit axis writes runs of 256 bytes. CUDA C references on the
+/// H200 (the bf16 permuted copy, `benches/NOTES.md` steps 26 and 28): 3760–3840 GB/s against
+/// 3545–3590 with [`TILE3_PAIRED`]'s 64 × 64, when phase 2 stores a row's 256 bytes in one
+/// round and the stage is not swizzled (the swizzle cost 8–16 % at two blocks per SM).
+pub const TILE2_PAIRED: TileShape = TileShape {
+    x: 128,
+    y: 128,
+    rows: 16,
+    paired: true,
+    swizzle: false,
+};
+/// Tiles of apply3 when every operand has 2-byte elements: 64 × 64, blocks of 32 × 8
+/// threads, in pairs as [`TILE2_PAIRED`] (16 elements per thread and input). With one
 /// element per access a 2-byte tile issues twice the loads, stores and shared-memory
 /// accesses of an f32 tile for the same bytes; CUDA C references on the H200: bf16
 /// `A + Bᵀ` 4170–4181 GB/s paired against 3287–3294 with 32 × 32 element tiles
-/// (`benches/NOTES.md`, step 15). 128 × 128 tiles of 32 × 16 threads, faster in a CUDA C
-/// reference of the bf16 permuted copy, were slower in the library (step 27).
-pub const TILE_PAIRED: TileShape = TileShape {
+/// (`benches/NOTES.md`, step 15).
+pub const TILE3_PAIRED: TileShape = TileShape {
     x: 64,
     y: 64,
     rows: 8,
     paired: true,
+    swizzle: true,
 };
 /// [`TileArg::staged`] bit `PAIR_ALIGNED << k`: operand `k`'s pairs are aligned words.
 pub const PAIR_ALIGNED: u32 = 1 << 8;
@@ -195,7 +213,11 @@ pub const fn pairs(sizes: &[usize]) -> bool {
 /// The tile shape of the tiled variant for operands of these element sizes (output first).
 pub const fn tile_shape(sizes: &[usize]) -> TileShape {
     if pairs(sizes) {
-        TILE_PAIRED
+        if sizes.len() == 2 {
+            TILE2_PAIRED
+        } else {
+            TILE3_PAIRED
+        }
     } else if sizes.len() == 2 {
         TILE2
     } else {

@@ -194,6 +194,24 @@ mod tests {
     }
 
     #[test]
+    fn casts_to_the_same_16_bit_type_keep_every_bit_and_cross_casts_round() {
+        use crate::ops::CastFrom;
+        for bits in 0..=u16::MAX {
+            let (h, b) = (f16::from_bits(bits), bf16::from_bits(bits));
+            // NaN payloads and signs included, as PyTorch's copy.
+            assert_eq!(<f16 as CastFrom<f16>>::cast_from(h).to_bits(), bits);
+            assert_eq!(<bf16 as CastFrom<bf16>>::cast_from(b).to_bits(), bits);
+            // Between the two: through f32, rounded once (NaN to the canonical NaN).
+            let want = if h.is_nan() {
+                NAN_BITS
+            } else {
+                f32_to_bf16(f16_to_f32(h)).to_bits()
+            };
+            assert_eq!(<bf16 as CastFrom<f16>>::cast_from(h).to_bits(), want);
+        }
+    }
+
+    #[test]
     fn bf16_rounds_to_nearest_even() {
         for bits in 0..=u16::MAX {
             let h = bf16::from_bits(bits);

@@ -407,10 +407,16 @@ impl CastFrom<Bool> for Bool {
     }
 }
 /// Casts to and from the 16-bit floats: from them through `f32` (exact), to them rounded
-/// once to nearest even (wider sources through `f32` rounded to odd, see `narrow`).
+/// once to nearest even (wider sources through `f32` rounded to odd, see `narrow`); from
+/// the other 16-bit float through `f32`. To the same type the bits are kept as they are
+/// (a NaN keeps its payload and sign, as in PyTorch's copy): a copy moves words, where a
+/// round trip through `f32` cost five instructions per element (`benches/NOTES.md`, step 30).
 macro_rules! narrow_casts {
-    ($($h:ident),*) => {$(
-        narrow_casts!(@from $h; f32, f64, i32, i64, u32, u8, f16, bf16);
+    ($($h:ident / $other:ident),*) => {$(
+        narrow_casts!(@from $h; f32, f64, i32, i64, u32, u8, $other);
+        impl CastFrom<$h> for $h {
+            #[inline(always)] fn cast_from(a: $h) -> Self { a }
+        }
         impl CastFrom<$h> for Bool {
             #[inline(always)] fn cast_from(a: $h) -> Self { Bool::from(a.to_acc() != 0.0) }
         }
@@ -430,7 +436,7 @@ macro_rules! narrow_casts {
         }
     )*};
 }
-narrow_casts!(f16, bf16);
+narrow_casts!(f16 / bf16, bf16 / f16);
 
 /// A cast source as a type [`ToF32Odd`] rounds: 16-bit floats widen to `f32` (exactly).
 trait Widen {

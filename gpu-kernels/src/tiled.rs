@@ -13,16 +13,21 @@
 //! The helpers take the parts of the tile shape they use as const parameters: `X`, `Y`, `R`
 //! (rows of threads) and `V` (values per thread and input, `X · Y / (32 · R)`).
 //!
-//! When every operand has 2-byte elements the kernels use [`TILE_PAIRED`](crate::TILE_PAIRED)
-//! tiles (64 × 64) and, in blocks whose tile is inside the tensor and whose operands' pairs
-//! are aligned words, the **paired form** ([`paired`]): the same two phases, but each thread
-//! moves pairs of elements along the operand's unit-stride axis, one 4-byte access per pair.
-//! Edge tiles and unaligned operands take the element form with the same tile shape.
+//! When every operand has 2-byte elements the kernels use paired tiles
+//! ([`TILE2_PAIRED`](crate::TILE2_PAIRED): 128 × 128 for apply2,
+//! [`TILE3_PAIRED`](crate::TILE3_PAIRED): 64 × 64 for apply3) and, in blocks whose tile is
+//! inside the tensor and whose operands' pairs are aligned words, the **paired form**
+//! ([`paired`]): the same two phases, but each thread moves pairs of elements along the
+//! operand's unit-stride axis, one 4-byte access per pair. Edge tiles and unaligned
+//! operands take the element form over the same tile (apply2's 128 × 128 as four
+//! quarters of 64 × 64).
 
-use crate::device::{shared_base, sync_threads, tile_thread};
+use crate::device::{
+    ld_shared_u32, shared_base, shared_base32, st_shared_u32, sync_threads, tile_thread,
+};
 use crate::geometry::Geometry;
 use crate::ops::{Op2, Op3};
-use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE3, TILE_PAIRED};
+use crate::{FastDiv, TileArg, TileShape, PAIR_ALIGNED, TILE2, TILE2_PAIRED, TILE3, TILE3_PAIRED};
 use core::mem::{size_of, transmute_copy, MaybeUninit};
 
 /// Offsets of element `(x, y)` of this block's batch element.
@@ -157,9 +162,9 @@ unsafe fn value<T: Copy, const Y: u32, const V: usize>(
     }
 }
 
-/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE_PAIRED`] tiles, in the
+/// Tiled `apply2`, tiles of [`TILE2`]; with 2-byte operands [`TILE2_PAIRED`] tiles, in the
 /// paired form where the whole tile is inside and both operands' pairs are aligned words,
-/// element by element otherwise.
+/// element by element otherwise (four quarters of 64 × 64, one after the other).
 ///
 /// # Safety
 /// The Geometry invariants hold for every `(x, y, batch)` of the grid; the launch has
@@ -176,7 +181,7 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
     a: *const A,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>()]) {
-        const S: TileShape = TILE_PAIRED;
+        const S: TileShape = TILE2_PAIRED;
         let (x0, y0, base) = block_origin::<2, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<2, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a]: &[[u16; CHUNK]; 1]| {
@@ -188,7 +193,7 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                     j += 1;
                 }
             };
-            return paired::<2, 1, { S.x }, { S.y }, { S.rows }>(
+            return paired::<2, 1, { S.x }, { S.y }, { S.rows }, { S.swizzle }>(
                 g,
                 t,
                 (x0, y0, base),
@@ -198,14 +203,20 @@ pub unsafe fn apply2_tiled<Op: Op2<O, A>, O, A: Copy>(
                 f,
             );
         }
-        return element2::<Op, O, A, { S.x }, { S.y }, { S.rows }, { S.per_thread() }>(
-            op,
-            g,
-            t,
-            (x0, y0, base),
-            out,
-            a,
-        );
+        // The element form in quarters of 64 × 64 (8 values per thread each): one 128 × 128
+        // element tile would hold 32 values per thread and input in registers. The stage of
+        // a quarter fits in the paired stage; the barrier after each quarter keeps the next
+        // one's stores from overtaking its reads.
+        const Q: u32 = S.x / 2;
+        const { assert!(S.x == S.y && (Q * Q / (32 * S.rows)) as usize == 8) };
+        let mut q = 0;
+        while q < 4 {
+            let origin = (x0 + Q * (q & 1), y0 + Q * (q >> 1), base);
+            element2::<Op, O, A, Q, Q, { S.rows }, 8>(op, g, t, origin, out, a);
+            sync_threads();
+            q += 1;
+        }
+        return;
     }
     let origin = block_origin::<2, { TILE2.x }, { TILE2.y }>(g, t, tile_thread().2);
     element2::<Op, O, A, { TILE2.x }, { TILE2.y }, { TILE2.rows }, { TILE2.per_thread() }>(
@@ -253,7 +264,8 @@ unsafe fn element2<
     }
 }
 
-/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands as [`apply2_tiled`].
+/// Tiled `apply3`, tiles of [`TILE3`]; with 2-byte operands [`TILE3_PAIRED`] tiles, paired
+/// or element by element as [`apply2_tiled`] (the element form over the whole tile).
 ///
 /// # Safety
 /// As [`apply2_tiled`], with `shape.stage_bytes(size_of::<A>()) +
@@ -269,7 +281,7 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
     b: *const B,
 ) {
     if crate::pairs(&[size_of::<O>(), size_of::<A>(), size_of::<B>()]) {
-        const S: TileShape = TILE_PAIRED;
+        const S: TileShape = TILE3_PAIRED;
         let (x0, y0, base) = block_origin::<3, { S.x }, { S.y }>(g, t, tile_thread().2);
         if pairs_fast::<3, { S.x }, { S.y }>(g, t, x0, y0) {
             let f = |o: &mut [u16; CHUNK], [a, b]: &[[u16; CHUNK]; 2]| {
@@ -282,7 +294,7 @@ pub unsafe fn apply3_tiled<Op: Op3<O, A, B>, O, A: Copy, B: Copy>(
                 }
             };
             let ins = [a.cast(), b.cast()];
-            return paired::<3, 2, { S.x }, { S.y }, { S.rows }>(
+            return paired::<3, 2, { S.x }, { S.y }, { S.rows }, { S.swizzle }>(
                 g,
                 t,
                 (x0, y0, base),
@@ -381,19 +393,6 @@ fn pairs_fast<const N: usize, const X: u32, const Y: u32>(
     t.staged & all == all && x0 + X <= g.sizes[0] && y0 + Y <= g.sizes[1]
 }
 
-/// The 4-byte pair of operand `k` whose first element is at `(x, y)`.
-#[inline(always)]
-unsafe fn word<const N: usize>(
-    g: &Geometry<u32, 5, N>,
-    base: &[u32; N],
-    k: usize,
-    p: *const u16,
-    x: u32,
-    y: u32,
-) -> u32 {
-    *(p.offset(at(g, base, k, x, y)) as *const u32)
-}
-
 /// The paired form of the tiled variant for `NI` inputs (operands `1..=NI`), every operand
 /// of 2-byte elements, passed as raw 16-bit values, for a block whose tile is inside and
 /// whose operands' pairs are aligned words ([`pairs_fast`]). Tiles of `X × Y` elements
@@ -403,13 +402,15 @@ unsafe fn word<const N: usize>(
 ///    `x + 1`, `m = ty + R · j`: a warp reads 128 contiguous bytes per row and `c`. With
 ///    one round (below) an unstaged input is loaded at its phase-2 positions here. All
 ///    loads are issued before the first shared-memory store. The staged 2 × 2 blocks are
-///    transposed in registers into pairs along axis 0 and stored to
-///    `stage[y][m ^ (y / 32)]`, rows of `X / 2 + 1` words (the XOR keeps the stores of rows
-///    `2tx` and `2tx + 1` in different banks; the reads of phase 2 are a permutation of
-///    one row);
-/// 2. after the barrier, in `X / 64` rounds `c`, thread `(tx, ty)` owns the output pairs at
-///    `x = x0 + 2tx + 64c`, rows `y = y0 + ty + R · j`: it gathers their input values
-///    (an unstaged input of a tile with several rounds straight from global memory),
+///    transposed in registers into pairs along axis 0 and stored to `stage[y][m]`, rows
+///    of `X / 2 + 1` words; with `SW`, to `stage[y][m ^ (y / 32)]` (the XOR keeps the
+///    stores of rows `2tx` and `2tx + 32` in different banks; the reads of phase 2 are a
+///    permutation of one row);
+/// 2. after the barrier, thread `(tx, ty)` owns the output pairs at `x = x0 + 2tx + 64c`
+///    (`c < X / 64`), rows `y = y0 + ty + R · j` (`j < 8`), in rounds of 8 pairs: round
+///    `h` takes rows `j = h · 8 / (X / 64) …` with every `c` of each, so a warp writes a
+///    row's `X · 2` bytes in one round. Per round it gathers the pairs' input values (an
+///    unstaged input of a tile with several rounds straight from global memory),
 ///    `compute` applies the op to those [`CHUNK`] values and the output's (loaded first
 ///    when `reads_out`) in a plain loop, and each pair is stored as one 4-byte access.
 ///
@@ -418,7 +419,8 @@ unsafe fn word<const N: usize>(
 /// expensive op (sin, pow) in every family; no value crosses rounds, so the loop keeps them
 /// in registers. In a round, LLVM unrolls the loop of 16 values for a cheap op and keeps
 /// one copy of an expensive one (a loop of 32 values is one it does not unroll even for a
-/// copy: the values went to local memory).
+/// copy: the values went to local memory). A round of rows rather than of column groups:
+/// in a CUDA C reference the latter was 2.5–3 % slower (`benches/NOTES.md`, step 28).
 ///
 /// # Safety
 /// As [`apply2_tiled`] with a paired [`tile_shape`](crate::tile_shape) of `X × Y` and `R`
@@ -427,7 +429,15 @@ unsafe fn word<const N: usize>(
 /// `x`, or even `y` for a staged input, along the operand's unit-stride axis) is even from
 /// a 4-byte aligned base.
 #[inline(always)]
-unsafe fn paired<const N: usize, const NI: usize, const X: u32, const Y: u32, const R: u32>(
+#[allow(clippy::too_many_arguments)]
+unsafe fn paired<
+    const N: usize,
+    const NI: usize,
+    const X: u32,
+    const Y: u32,
+    const R: u32,
+    const SW: bool,
+>(
     g: &Geometry<u32, 5, N>,
     t: &TileArg,
     (x0, y0, base): (u32, u32, [u32; N]),
@@ -436,81 +446,113 @@ unsafe fn paired<const N: usize, const NI: usize, const X: u32, const Y: u32, co
     reads_out: bool,
     mut compute: impl FnMut(&mut [u16; CHUNK], &[[u16; CHUNK]; NI]),
 ) {
-    const { assert!(NI + 1 == N && X % 64 == 0 && Y % 64 == 0 && X / 2 % R == 0) };
-    // Rows per round: a round's pairs are one chunk.
-    const { assert!(2 * (Y / R) as usize == CHUNK) };
+    // Pairs per round (one chunk), column groups per row, rows per round and rounds.
+    const W: usize = CHUNK / 2;
     let (ys, xs) = (Y / 64, X / 64);
+    const { assert!(NI + 1 == N && X % 64 == 0 && Y % 64 == 0 && X / 2 % R == 0) };
+    const { assert!(Y / R == 8 && W as u32 % (X / 64) == 0) };
+    let rows_per_round = W as u32 / xs;
+    let all_rounds = Y / R / rows_per_round;
     let stage_row = X / 2 + 1;
-    let stage_words = (Y * stage_row) as usize;
+    let stage_words = Y * stage_row;
     let (tx, ty, _) = tile_thread();
-    let staged = |i: usize| t.staged & (1 << i) != 0;
+    // apply2's one input is always staged (a tiled launch has a staged input); apply3's
+    // inputs as the launcher says.
+    let staged = |i: usize| NI == 1 || t.staged & (1 << i) != 0;
+    // Addresses from one pointer per operand and thread, then steps of 64-bit element
+    // offsets: every operand's reachable offsets fit in 31 bits (a 32-bit plan), so each
+    // partial sum of coordinate × stride terms does too, and the pointer sums equal the
+    // offsets `at` gives. Along its unit-stride axis an operand's stride is 1 (`pairs_fast`).
+    let stride = |k: usize, d: usize| g.strides[k][d] as i32 as isize;
+    // Pair `k` of round `h`: its row `yl` in the tile and column `col` (in pairs).
+    let pair = |h: u32, k: usize| {
+        let (r, c) = (h * rows_per_round + k as u32 / xs, k as u32 % xs);
+        (ty + R * r, tx + 32 * c)
+    };
+    // Operand k's pair at the thread's phase-2 origin (x0 + 2tx, y0 + ty), and the step
+    // from there to pair (yl, col) of the tile: rows along axis 1, 2 elements per column.
+    let at2 = |k: usize, p: *const u16| p.offset(at(g, &base, k, x0 + 2 * tx, y0 + ty));
+    let step2 =
+        |k: usize, yl: u32, col: u32| (yl - ty) as isize * stride(k, 1) + 2 * (col - tx) as isize;
     // Phase 1: every load of the tile. Staged: `X / 2R · Y / 64` row pairs `(m, c)`.
     let mut rows = [[[0u32; 16]; 2]; NI];
-    let mut pre = [[0u32; CHUNK / 2]; NI];
+    let mut pre = [[0u32; W]; NI];
     unrolled!(NI, |i| {
         let (k, src) = (i + 1, ins[i]);
         if staged(i) {
+            // The thread's first pair: rows x0 + 2ty and the next, column y0 + 2tx.
+            let p = src.offset(at(g, &base, k, x0 + 2 * ty, y0 + 2 * tx));
+            let s0 = stride(k, 0);
             unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
-                let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
-                let (x, y) = (x0 + 2 * m, y0 + 2 * tx + 64 * c);
-                rows[i][0][j] = word(g, &base, k, src, x, y);
-                rows[i][1][j] = word(g, &base, k, src, x + 1, y);
+                let (jm, c) = (j as u32 / ys, j as u32 % ys);
+                let q = p.offset((2 * R * jm) as isize * s0 + (64 * c) as isize);
+                rows[i][0][j] = *(q as *const u32);
+                rows[i][1][j] = *(q.offset(s0) as *const u32);
             });
-        } else if xs == 1 {
-            unrolled!(CHUNK / 2, |r| {
-                pre[i][r] = word(g, &base, k, src, x0 + 2 * tx, y0 + ty + R * r as u32);
+        } else if all_rounds == 1 {
+            let p = at2(k, src);
+            unrolled!(W, |kk| {
+                let (yl, col) = pair(0, kk);
+                pre[i][kk] = *(p.offset(step2(k, yl, col)) as *const u32);
             });
         }
     });
-    let stages = shared_base() as *mut u32;
+    let smem = shared_base32();
     unrolled!(NI, |i| {
         if staged(i) {
-            let st = stages.add(i * stage_words);
+            let st = smem + 4 * i as u32 * stage_words;
             unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
                 let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
                 // Rows y and y + 1 share `y / 32`.
                 let y = 2 * tx + 64 * c;
-                let col = m ^ (y >> 5);
+                let col = if SW { m ^ (y >> 5) } else { m };
                 let (r0, r1) = (rows[i][0][j], rows[i][1][j]);
-                *st.add((y * stage_row + col) as usize) = (r0 & 0xffff) | (r1 << 16);
-                *st.add(((y + 1) * stage_row + col) as usize) = (r0 >> 16) | (r1 & 0xffff_0000);
+                st_shared_u32(st + 4 * (y * stage_row + col), (r0 & 0xffff) | (r1 << 16));
+                st_shared_u32(
+                    st + 4 * ((y + 1) * stage_row + col),
+                    (r0 >> 16) | (r1 & 0xffff_0000),
+                );
             });
         }
     });
     sync_threads();
     // Phase 2: per round, gather, compute, store.
-    let rounds = if xs == 1 { 1 } else { xs + (g.ndim >> 16) };
-    let mut c = 0;
-    while c < rounds {
-        let col = tx + 32 * c;
-        let x = x0 + 2 * col;
+    let rounds = if all_rounds == 1 {
+        1
+    } else {
+        all_rounds + (g.ndim >> 16)
+    };
+    let o = at2(0, out);
+    let mut h = 0;
+    while h < rounds {
         let mut vals = [[0u16; CHUNK]; NI];
         let mut outs = [0u16; CHUNK];
-        unrolled!(CHUNK / 2, |r| {
-            let yl = ty + R * r as u32;
+        unrolled!(W, |k| {
+            let (yl, col) = pair(h, k);
             unrolled!(NI, |i| {
                 let w = if staged(i) {
-                    *stages.add(i * stage_words + (yl * stage_row + (col ^ (yl >> 5))) as usize)
-                } else if xs == 1 {
-                    pre[i][r]
+                    let c = if SW { col ^ (yl >> 5) } else { col };
+                    ld_shared_u32(smem + 4 * (i as u32 * stage_words + yl * stage_row + c))
+                } else if all_rounds == 1 {
+                    pre[i][k]
                 } else {
-                    word(g, &base, i + 1, ins[i], x, y0 + yl)
+                    *(at2(i + 1, ins[i]).offset(step2(i + 1, yl, col)) as *const u32)
                 };
-                vals[i][2 * r] = w as u16;
-                vals[i][2 * r + 1] = (w >> 16) as u16;
+                vals[i][2 * k] = w as u16;
+                vals[i][2 * k + 1] = (w >> 16) as u16;
             });
             if reads_out {
-                let w = word(g, &base, 0, out as *const u16, x, y0 + yl);
-                outs[2 * r] = w as u16;
-                outs[2 * r + 1] = (w >> 16) as u16;
+                let w = *(o.offset(step2(0, yl, col)) as *const u32);
+                outs[2 * k] = w as u16;
+                outs[2 * k + 1] = (w >> 16) as u16;
             }
         });
         compute(&mut outs, &vals);
-        unrolled!(CHUNK / 2, |r| {
-            let w = outs[2 * r] as u32 | (outs[2 * r + 1] as u32) << 16;
-            let y = y0 + ty + R * r as u32;
-            *(out.offset(at(g, &base, 0, x, y)) as *mut u32) = w;
+        unrolled!(W, |k| {
+            let (yl, col) = pair(h, k);
+            let w = outs[2 * k] as u32 | (outs[2 * k + 1] as u32) << 16;
+            *(o.offset(step2(0, yl, col)) as *mut u32) = w;
         });
-        c += 1;
+        h += 1;
     }
 }

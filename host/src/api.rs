@@ -552,8 +552,8 @@ mod tests {
 
     #[test]
     fn two_byte_tiles_are_paired_where_pairs_are_aligned_words() {
-        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
-        assert!(TILE_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE_PAIRED);
+        use gpu_kernels::{PAIR_ALIGNED, TILE3_PAIRED};
+        assert!(TILE3_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2, 2]) == TILE3_PAIRED);
         assert!(!gpu_kernels::tile_shape(&[2, 2, 4]).paired);
         let (r, c) = (128usize, 192usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
@@ -564,7 +564,7 @@ mod tests {
         assert_eq!(t.staged, 0b10 | (0b111 * PAIR_ALIGNED));
         assert_eq!((t.tiles_x.d, t.tiles_y.d), (3, 2));
         assert_eq!(shape.block, (32, 8));
-        assert_eq!(shape.shared_bytes as usize, 2 * TILE_PAIRED.stage_bytes(2));
+        assert_eq!(shape.shared_bytes as usize, 2 * TILE3_PAIRED.stage_bytes(2));
         // An input at an odd element: its pairs are not words.
         let (t, _) = tiled_of(&out, &out, &bt, [0x1000, 0x2000, 0x3002]);
         assert_eq!(t.staged, 0b10 | (0b011 * PAIR_ALIGNED));
@@ -585,11 +585,15 @@ mod tests {
     }
 
     #[test]
-    fn two_byte_copies_take_paired_tiles() {
-        use gpu_kernels::{PAIR_ALIGNED, TILE_PAIRED};
-        assert!(gpu_kernels::tile_shape(&[2, 2]) == TILE_PAIRED);
+    fn two_byte_copies_take_128_by_128_paired_tiles() {
+        use gpu_kernels::{PAIR_ALIGNED, TILE2_PAIRED};
+        assert!(TILE2_PAIRED.paired && gpu_kernels::tile_shape(&[2, 2]) == TILE2_PAIRED);
+        assert_eq!(
+            (TILE2_PAIRED.x, TILE2_PAIRED.y, TILE2_PAIRED.rows),
+            (128, 128, 16)
+        );
         assert!(!gpu_kernels::tile_shape(&[2, 4]).paired);
-        // out[r][c] = a[c][r] with 300 × 200 elements: tiles of 64 along the output's unit
+        // out[r][c] = a[c][r] with 300 × 200 elements: tiles of 128 along the output's unit
         // axis (c, 200) and the input's (r, 300).
         let (r, c) = (300usize, 200usize);
         let out = Layout::contiguous(&[r, c]).unwrap();
@@ -598,11 +602,11 @@ mod tests {
         let (_, t, shape) =
             tiled_geometry(&NAMES, &p, &[0x1000, 0x2000], &[2, 2]).expect("a tiled plan");
         assert_eq!(t.staged, 0b1 | (0b11 * PAIR_ALIGNED));
-        assert_eq!((t.tiles_x.d, t.tiles_y.d), (4, 5));
-        assert_eq!(shape.grid, 20);
-        assert_eq!(shape.block, (32, 8));
-        // One stage: 64 rows of 32 pairs and a padding word, 8448 bytes.
-        assert_eq!(shape.shared_bytes, 64 * 33 * 4);
+        assert_eq!((t.tiles_x.d, t.tiles_y.d), (2, 3));
+        assert_eq!(shape.grid, 6);
+        assert_eq!(shape.block, (32, 16));
+        // One stage: 128 rows of 64 pairs and a padding word, 33 280 bytes.
+        assert_eq!(shape.shared_bytes, 128 * 65 * 4);
     }
 
     #[test]
