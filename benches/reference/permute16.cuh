@@ -52,3 +52,17 @@ __global__ void count_diff(const uint32_t* x, const uint32_t* y, size_t n, unsig
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
     if (x[i] != y[i]) atomicAdd(d, 1ull);
 }
+
+// Poisons `out` (`bytes` of 0xff), runs `launch` once and returns how many 4-byte words of
+// `out` differ from `want` (`dcount`: a device counter).
+template <class F>
+static unsigned long long poisoned_diff(F launch, char* out, const char* want, size_t bytes, unsigned long long* dcount) {
+  CK(cudaMemset(out, 0xff, bytes));
+  launch();
+  CK(cudaDeviceSynchronize());
+  CK(cudaMemset(dcount, 0, 8));
+  count_diff<<<1024, 256>>>((const uint32_t*)out, (const uint32_t*)want, bytes / 4, dcount);
+  unsigned long long d;
+  CK(cudaMemcpy(&d, dcount, 8, cudaMemcpyDeviceToHost));
+  return d;
+}

@@ -106,12 +106,7 @@ int main() {
     CK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
     int fit; CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, kernel, 32 * rows, dyn));
     auto launch = [&] { kernel<<<blocks, dim3(32, rows), dyn>>>((uint32_t*)c, (const uint32_t*)a); };
-    CK(cudaMemset(c, 0xff, bytes));
-    launch();
-    CK(cudaDeviceSynchronize());
-    CK(cudaMemset(dcount, 0, 8));
-    count_diff<<<1024, 256>>>((uint32_t*)c, (uint32_t*)r, bytes / 4, dcount);
-    unsigned long long d; CK(cudaMemcpy(&d, dcount, 8, cudaMemcpyDeviceToHost));
+    unsigned long long d = poisoned_diff(launch, c, r, bytes, dcount);
     float ms = event_median_ms(launch, 51, 5);
     printf("{\"case\":\"%s_%dx%d_r%d_occ%d\",\"gbps\":%.1f,\"regs\":%d,\"blocks_per_sm\":%d,\"diff\":%llu}\n",
            name, tu, tp, rows, occ, 2.0 * bytes / ms / 1e6, fa.numRegs, fit, d);
