@@ -1526,6 +1526,50 @@ fn raw_api_catalogue(gpu: &Gpu) -> TestResult {
 
 /// Allocates until the device is out of memory, checks the typed error, frees, and runs
 /// an op successfully.
+/// The device's memory pool keeps freed tensors mapped (the library's default), gives them
+/// back on `release_cached_memory`, and at every synchronisation under a cache limit of 0.
+fn memory_pool_keeps_then_releases(gpu: &Gpu) -> TestResult {
+    const MIB256: u64 = 256 << 20;
+    if !gpu.context().has_async_alloc() {
+        let r = gpu.reserved_memory().map_err(estr)?;
+        return match r {
+            0 => Ok("device without memory pools: nothing reserved".into()),
+            _ => Err(format!("no pool, yet {r} bytes reserved")),
+        };
+    }
+    let alloc_drop = || -> Result<(), String> {
+        let t = DeviceTensor::<u8>::zeros(gpu, &[MIB256 as usize]).map_err(estr)?;
+        drop(t);
+        gpu.synchronize().map_err(estr)
+    };
+    gpu.release_cached_memory().map_err(estr)?;
+    let base = gpu.reserved_memory().map_err(estr)?;
+    alloc_drop()?;
+    let kept = gpu.reserved_memory().map_err(estr)?;
+    if kept < base + MIB256 {
+        return Err(format!("freed 256 MiB not kept: {base} -> {kept} bytes"));
+    }
+    gpu.release_cached_memory().map_err(estr)?;
+    let released = gpu.reserved_memory().map_err(estr)?;
+    if released > base {
+        return Err(format!("not released: {kept} -> {released} (base {base})"));
+    }
+    gpu.set_memory_cache_limit(0).map_err(estr)?;
+    let limited = alloc_drop().and_then(|()| gpu.reserved_memory().map_err(estr));
+    gpu.set_memory_cache_limit(u64::MAX).map_err(estr)?;
+    let limited = limited?;
+    if limited > base {
+        return Err(format!("cache limit 0 kept {limited} bytes (base {base})"));
+    }
+    Ok(format!(
+        "reserved {} MiB, 256 MiB freed: {} MiB kept, {} MiB after release, {} MiB with limit 0",
+        base >> 20,
+        kept >> 20,
+        released >> 20,
+        limited >> 20
+    ))
+}
+
 fn out_of_memory_then_recover(gpu: &Gpu) -> TestResult {
     use strided_apply::ops::Neg;
     gpu.synchronize().map_err(estr)?;
@@ -2453,7 +2497,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 25] = [
+    let tests: [GpuTest; 26] = [
         ("gpu_conformance_table_matches_cpu_twin", conformance),
         ("gpu_stencils_by_id_match_cpu_twin", dispatch_stencils),
         (
@@ -2496,6 +2540,10 @@ fn main() {
             index64_f32_2pow31_plus_7,
         ),
         ("gpu_index_width_boundary_2pow31", index_width_boundary),
+        (
+            "gpu_memory_pool_keeps_then_releases",
+            memory_pool_keeps_then_releases,
+        ),
         ("gpu_out_of_memory_then_recover", out_of_memory_then_recover),
     ];
     // Arguments that are not flags select tests by substring (as the default harness).

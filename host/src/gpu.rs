@@ -193,7 +193,7 @@ impl Gpu {
             .attribute(sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)
             .map_err(driver("reading the SM count"))? as u32;
         let stream = ctx.new_stream().map_err(driver("creating a stream"))?;
-        Ok(Gpu {
+        let gpu = Gpu {
             ctx,
             stream,
             cc,
@@ -203,7 +203,9 @@ impl Gpu {
             modules: RwLock::default(),
             retired: Default::default(),
             functions: RwLock::default(),
-        })
+        };
+        gpu.set_memory_cache_limit(u64::MAX)?;
+        Ok(gpu)
     }
 
     /// Another handle on the same device and modules with a stream of its own.
@@ -303,6 +305,111 @@ impl Gpu {
     }
     pub fn stream(&self) -> &Arc<CudaStream> {
         &self.stream
+    }
+
+    /// The device's current stream-ordered memory pool, where tensors and scratch are
+    /// allocated; `None` when the device has no pools (allocations are then plain
+    /// `cuMemAlloc` and nothing is cached).
+    fn memory_pool(&self) -> Result<Option<sys::CUmemoryPool>> {
+        if !self.ctx.has_async_alloc() {
+            return Ok(None);
+        }
+        self.ctx
+            .bind_to_thread()
+            .map_err(driver("binding the context"))?;
+        // SAFETY: `cu_device` is this context's device, from `cuDeviceGet`.
+        let pool = unsafe { cudarc::driver::result::device::get_mem_pool(self.ctx.cu_device()) }
+            .map_err(driver("reading the device's memory pool"))?;
+        Ok(Some(pool))
+    }
+
+    /// How many bytes of freed memory the device's memory pool keeps mapped, for later
+    /// allocations to reuse, when a stream, event or context is next synchronised; the rest
+    /// goes back to the driver.
+    ///
+    /// [`Gpu::new`] sets it to `u64::MAX`: freed tensors stay with the pool, as PyTorch's
+    /// caching allocator (and RMM's and TensorFlow's pools) keep theirs. The driver's own
+    /// default is 0, which returns memory at every synchronisation; memory mapped again after
+    /// large allocations were returned streamed up to 10 % slower in the bench (NOTES step
+    /// 31). The setting belongs to the device's pool, so it holds for every `Gpu` and every
+    /// library in the process that allocates from it. A no-op on a device without pools.
+    ///
+    /// ```no_run
+    /// # use host as strided_apply; // the examples name the root crate, which re-exports this one
+    /// let gpu = strided_apply::Gpu::new(0)?;
+    /// gpu.set_memory_cache_limit(1 << 30)?; // keep at most 1 GiB of freed memory
+    /// # Ok::<(), strided_apply::Error>(())
+    /// ```
+    pub fn set_memory_cache_limit(&self, bytes: u64) -> Result<()> {
+        let Some(pool) = self.memory_pool()? else {
+            return Ok(());
+        };
+        let mut v = bytes;
+        // SAFETY: `pool` is the device's live pool; the release threshold is a `u64`
+        // (cuMemPoolSetAttribute), read through `&mut v` during the call only.
+        unsafe {
+            cudarc::driver::result::mem_pool::set_attribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RELEASE_THRESHOLD,
+                (&mut v as *mut u64).cast(),
+            )
+        }
+        .map_err(driver("setting the memory pool's release threshold"))
+    }
+
+    /// Bytes the device's memory pool has mapped now: memory in use and memory cached for
+    /// reuse (0 on a device without pools).
+    pub fn reserved_memory(&self) -> Result<u64> {
+        let Some(pool) = self.memory_pool()? else {
+            return Ok(0);
+        };
+        let mut v = 0u64;
+        // SAFETY: as in `set_memory_cache_limit`; the attribute is a `u64` written to `v`.
+        unsafe {
+            cudarc::driver::result::mem_pool::get_attribute(
+                pool,
+                sys::CUmemPool_attribute::CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT,
+                (&mut v as *mut u64).cast(),
+            )
+        }
+        .map_err(driver("reading the memory pool's reserved bytes"))?;
+        Ok(v)
+    }
+
+    /// Gives the memory the device's pool has cached (freed, not in use) back to the
+    /// driver, after waiting for this Gpu's stream (so its pending frees are done); what
+    /// other streams free later is cached again (see [`Gpu::set_memory_cache_limit`]).
+    pub fn release_cached_memory(&self) -> Result<()> {
+        self.synchronize()?;
+        self.trim_pool()
+    }
+
+    fn trim_pool(&self) -> Result<()> {
+        let Some(pool) = self.memory_pool()? else {
+            return Ok(());
+        };
+        // SAFETY: `pool` is the device's live pool; trimming releases only unused memory.
+        unsafe { cudarc::driver::result::mem_pool::trim_to(pool, 0) }
+            .map_err(driver("releasing the memory pool's cached memory"))
+    }
+
+    /// Runs the allocation `alloc`; when the device is out of memory, gives the pool's
+    /// cached memory back to the driver and runs it once more (as PyTorch's caching
+    /// allocator frees its cache and retries), so a cache never causes an out-of-memory
+    /// error that an empty one would not.
+    pub(crate) fn alloc_retrying<T>(
+        &self,
+        mut alloc: impl FnMut() -> std::result::Result<T, DriverError>,
+    ) -> std::result::Result<T, DriverError> {
+        match alloc() {
+            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+                // A failed trim leaves the pool as it was; the retry then reports the
+                // out-of-memory error itself.
+                let _ = self.trim_pool();
+                alloc()
+            }
+            r => r,
+        }
     }
 
     /// Waits for everything queued on this Gpu's stream.

@@ -478,7 +478,8 @@ impl Scratch {
         // SAFETY: the caller's contract for the stream; uninitialised device memory, of
         // which the group kernel writes every accumulator the final kernel reads
         // (invariant 4 of `ReduceGeometry`).
-        let ptr = unsafe { cudarc::driver::result::malloc_async(stream, bytes) }
+        let ptr = gpu
+            .alloc_retrying(|| unsafe { cudarc::driver::result::malloc_async(stream, bytes) })
             .map_err(oom_or(bytes, "allocating reduction scratch"))?;
         Ok(Scratch { ptr, stream })
     }

@@ -91,8 +91,7 @@ impl<T: Elem> DeviceTensor<T> {
         let bytes = len
             .checked_mul(size_of::<T>())
             .ok_or(Error::OutOfMemory { bytes: usize::MAX })?;
-        gpu.stream()
-            .alloc_zeros::<u8>(bytes.max(1))
+        gpu.alloc_retrying(|| gpu.stream().alloc_zeros::<u8>(bytes.max(1)))
             .map_err(oom_or(bytes, "allocating"))
     }
 

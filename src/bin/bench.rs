@@ -475,7 +475,18 @@ fn main() -> Result<()> {
     }
     // Families load on their first launch, inside each case's warm-up.
     let gpu = strided_apply::open(0)?;
-    eprintln!("bench: {} ({} SMs)", gpu.name(), gpu.sm_count());
+    // `--release-pool`: the driver's default release threshold (freed memory goes back at
+    // every synchronisation) instead of the library's (the pool keeps it), for comparison.
+    let release_pool = args.iter().any(|a| a == "--release-pool");
+    if release_pool {
+        gpu.set_memory_cache_limit(0)?;
+    }
+    eprintln!(
+        "bench: {} ({} SMs), pool {}",
+        gpu.name(),
+        gpu.sm_count(),
+        if release_pool { "releases" } else { "keeps" }
+    );
     let big = if quick { 4096 } else { 16384 };
 
     // Ceiling: 1 GiB device-to-device copy.
