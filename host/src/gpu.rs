@@ -123,6 +123,20 @@ fn blocks_per_sm() -> u64 {
     })
 }
 
+/// `alloc`, and when it fails for lack of memory, `free_cache` and `alloc` once more.
+fn retry_on_oom<T>(
+    mut alloc: impl FnMut() -> std::result::Result<T, DriverError>,
+    free_cache: impl FnOnce(),
+) -> std::result::Result<T, DriverError> {
+    match alloc() {
+        Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
+            free_cache();
+            alloc()
+        }
+        r => r,
+    }
+}
+
 /// Grid, block and dynamic shared memory of one launch.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct LaunchShape {
@@ -401,15 +415,11 @@ impl Gpu {
         &self,
         mut alloc: impl FnMut() -> std::result::Result<T, DriverError>,
     ) -> std::result::Result<T, DriverError> {
-        match alloc() {
-            Err(e) if e.0 == sys::CUresult::CUDA_ERROR_OUT_OF_MEMORY => {
-                // A failed trim leaves the pool as it was; the retry then reports the
-                // out-of-memory error itself.
-                let _ = self.trim_pool();
-                alloc()
-            }
-            r => r,
-        }
+        // A failed trim leaves the pool as it was; the retry then reports the out-of-memory
+        // error itself.
+        retry_on_oom(alloc, || {
+            let _ = self.trim_pool();
+        })
     }
 
     /// Waits for everything queued on this Gpu's stream.
@@ -735,5 +745,44 @@ impl Gpu {
             )
         }
         .map_err(driver("copying device memory"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sys::CUresult::{CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_OUT_OF_MEMORY};
+
+    /// `retry_on_oom` over allocations that fail with `errors` in turn, then succeed:
+    /// (the result, calls of the allocation, calls of `free_cache`).
+    fn run(errors: &[sys::CUresult]) -> (std::result::Result<u32, DriverError>, usize, usize) {
+        let (mut calls, mut freed) = (0, 0);
+        let r = retry_on_oom(
+            || {
+                calls += 1;
+                errors
+                    .get(calls - 1)
+                    .map_or(Ok(7), |&e| Err(DriverError(e)))
+            },
+            || freed += 1,
+        );
+        (r, calls, freed)
+    }
+
+    #[test]
+    fn out_of_memory_frees_the_cache_and_retries_once() {
+        assert_eq!(run(&[]), (Ok(7), 1, 0));
+        assert_eq!(run(&[CUDA_ERROR_OUT_OF_MEMORY]), (Ok(7), 2, 1));
+        let (r, calls, freed) = run(&[CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_OUT_OF_MEMORY]);
+        assert_eq!(
+            (r.map_err(|e| e.0), calls, freed),
+            (Err(CUDA_ERROR_OUT_OF_MEMORY), 2, 1)
+        );
+        // Other errors are not retried.
+        let (r, calls, freed) = run(&[CUDA_ERROR_INVALID_VALUE]);
+        assert_eq!(
+            (r.map_err(|e| e.0), calls, freed),
+            (Err(CUDA_ERROR_INVALID_VALUE), 1, 0)
+        );
     }
 }
