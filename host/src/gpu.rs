@@ -413,7 +413,7 @@ impl Gpu {
     /// error that an empty one would not.
     pub(crate) fn alloc_retrying<T>(
         &self,
-        mut alloc: impl FnMut() -> std::result::Result<T, DriverError>,
+        alloc: impl FnMut() -> std::result::Result<T, DriverError>,
     ) -> std::result::Result<T, DriverError> {
         // A failed trim leaves the pool as it was; the retry then reports the out-of-memory
         // error itself.
