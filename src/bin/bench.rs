@@ -5,7 +5,9 @@
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
 //! what they move. Reductions (group `reduce`) count the input read once and report the
-//! input's elements; their outputs are not counted.
+//! input's elements; their outputs are not counted. `--release-pool`: the device's memory
+//! pool gives freed memory back at every synchronisation (the driver's default) instead of
+//! keeping it (the library's; `Gpu::set_memory_cache_limit`), for comparison.
 
 use std::time::Instant;
 use strided_apply::gpu_kernels::ops::Sub;
