@@ -6,10 +6,10 @@
 # event-timed launches after 5; every result checked against torch's. Run with the Python
 # module on the path:
 #   PYTHONPATH=SITE python3 benches/reference/cast_same_buffers.py [SEED]
-import json, statistics, sys
-import torch, cupy as cp
+import cupy as cp
+import torch
 import strided_apply as sa
-dev = torch.device("cuda")
+from same_buffers import compare, dev, gen as g, stream
 n = 1 << 28
 src = r'''
 __device__ __forceinline__ float4 widen4(uint2 v) {
@@ -30,18 +30,9 @@ extern "C" __global__ void c4x2(float4* o, const uint2* a, unsigned long long m)
 '''
 mod = cp.RawModule(code=src)
 k = {name: mod.get_function(name) for name in ("c4", "c4_cs", "c8", "c4x2")}
-def ev_ms(f, warm=5, runs=25):
-    for _ in range(warm): f()
-    t = []
-    for _ in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); f(); e.record(); e.synchronize(); t.append(s.elapsed_time(e))
-    return statistics.median(t)
-g = torch.Generator(device=dev).manual_seed(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 a = (torch.rand(n, device=dev, generator=g) * 2 - 1).to(torch.bfloat16)
 o = torch.empty(n, device=dev, dtype=torch.float32)
 want = a.to(torch.float32)
-stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 P = lambda t: t.data_ptr()
 def launch(name):
     with stream:
@@ -53,13 +44,4 @@ def launch(name):
             k[name]((n // 4 // 256,), (256,), (P(o), P(a), cp.uint64(n // 4)))
 impls = {"strided_apply": lambda: sa.cast(a, out=o), "torch_copy_": lambda: o.copy_(a)}
 for name in k: impls[name] = (lambda name=name: launch(name))
-nbytes = 6 * n
-per = {name: [] for name in impls}
-for rnd in range(5):
-    for name, f in impls.items():
-        o.fill_(float("nan")); torch.cuda.synchronize()
-        ms = ev_ms(f)
-        assert torch.equal(o, want), name
-        per[name].append(round(nbytes / ms / 1e6, 1))
-for name, v in per.items():
-    print(json.dumps({"case": "cast_bf16_f32_same_buffers", "impl": name, "median_gbps": statistics.median(v), "rounds": v}))
+compare("cast_bf16_f32_same_buffers", impls, o, float("nan"), want, 6 * n)

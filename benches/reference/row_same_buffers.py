@@ -5,10 +5,10 @@
 # alternating, each the median of 25 event-timed launches after 5; every kernel's result is
 # checked against torch.add. Run with the Python module on the path:
 #   PYTHONPATH=SITE python3 benches/reference/row_same_buffers.py [SEED]
-import json, statistics, sys
-import torch, cupy as cp
+import cupy as cp
+import torch
 import strided_apply as sa
-dev = torch.device("cuda")
+from same_buffers import compare, dev, gen as g, stream
 big = 16384
 src = r'''
 __device__ __forceinline__ unsigned sw(unsigned a, unsigned b) { return ((a & 0x7f7f7f7f) + (b & 0x7f7f7f7f)) ^ ((a ^ b) & 0x80808080); }
@@ -29,20 +29,11 @@ extern "C" __global__ void row_x2(uint4* c, const uint4* a, const uint4* r, unsi
 '''
 mod = cp.RawModule(code=src)
 k = {n: mod.get_function(n) for n in ("row_mod", "row_cs", "row_2d", "row_x2")}
-def ev_ms(f, warm=5, runs=25):
-    for _ in range(warm): f()
-    t = []
-    for _ in range(runs):
-        s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        s.record(); f(); e.record(); e.synchronize(); t.append(s.elapsed_time(e))
-    return statistics.median(t)
-g = torch.Generator(device=dev).manual_seed(int(sys.argv[1]) if len(sys.argv) > 1 else 1)
 a = torch.randint(0, 255, (big, big), device=dev, generator=g).to(torch.uint8)
 r = torch.randint(0, 255, (1, big), device=dev, generator=g).to(torch.uint8)
 c = torch.empty((big, big), device=dev, dtype=torch.uint8)
 want = torch.add(a, r)
 chunks = big * big // 16
-stream = cp.cuda.ExternalStream(torch.cuda.current_stream().cuda_stream)
 P = lambda t: t.data_ptr()
 def launch(name):
     with stream:
@@ -54,14 +45,5 @@ def launch(name):
             k[name]((chunks // 256,), (256,), (P(c), P(a), P(r), cp.uint64(chunks), cp.uint32(big // 16)))
 impls = {"strided_apply": lambda: sa.add(a, r, out=c), "torch_copy": lambda: c.copy_(a)}
 for n in k: impls[n] = (lambda n=n: launch(n))
-nbytes = 2 * big * big + big
-per = {n: [] for n in impls}
-for rnd in range(5):
-    for n, f in impls.items():
-        c.fill_(0x5a); torch.cuda.synchronize()
-        ms = ev_ms(f)
-        if n != "torch_copy":
-            assert torch.equal(c, want), n
-        per[n].append(round(nbytes / ms / 1e6, 1))
-for n, v in per.items():
-    print(json.dumps({"case": "u8_row_same_buffers", "impl": n, "median_gbps": statistics.median(v), "rounds": v, "ptr": [hex(P(a)), hex(P(c))]}))
+compare("u8_row_same_buffers", impls, c, 0x5a, want, 2 * big * big + big, unchecked={"torch_copy"},
+        ptr=[hex(P(a)), hex(P(c))])
