@@ -105,7 +105,8 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
         let chunks = n.div_ceil(gpu_kernels::apply::vec_width(&elem_sizes) as u64);
         // One chunk per thread, no grid-stride loop: on the H200 the CUDA C reference
         // measured 4353 against 4056–4151 GB/s (dense add) and 3352 against 3199–3206
-        // (step-2 slice) for grid-stride launches of 4–32 blocks per SM.
+        // (step-2 slice) for grid-stride launches of 4–32 blocks per SM. Blocks of
+        // `VEC_BLOCK` (128) threads.
         let shape = gpu.shape_per_thread(chunks);
         // SAFETY: the parameter list is (OpArg<Op>, VecArg, Geometry<u32, 2, N>, N pointers),
         // as `kernels!` declares for the vectorised variant; `vec_geometry` checked its extra

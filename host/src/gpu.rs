@@ -123,6 +123,30 @@ fn blocks_per_sm() -> u64 {
     })
 }
 
+/// Threads per block of the vectorised variant's one-chunk-per-thread launch, unless
+/// `STRIDED_APPLY_VEC_BLOCK` says otherwise. 128 against 256 on an H200 (`benches/NOTES.md`,
+/// step 32): bf16 and mixed broadcast rows +1–2 %, fused div-mul +1 %, 2^20–2^24-element
+/// adds +2–12 %, the rest within ±0.3 %; 64 loses 10–40 % on the broadcast rows, the
+/// bf16 -> f32 cast and the mixed-type row.
+pub const VEC_BLOCK: u32 = 128;
+
+/// Threads per block of the vectorised variant's one-chunk-per-thread launch:
+/// `STRIDED_APPLY_VEC_BLOCK` (a tuning knob, read once; a multiple of 32 from 32 to 1024),
+/// default [`VEC_BLOCK`].
+fn vec_block() -> u32 {
+    static V: std::sync::OnceLock<u32> = std::sync::OnceLock::new();
+    *V.get_or_init(|| vec_block_from(std::env::var("STRIDED_APPLY_VEC_BLOCK").ok().as_deref()))
+}
+
+/// The block size a `STRIDED_APPLY_VEC_BLOCK` value asks for; anything but a multiple of 32
+/// from 32 to 1024 gives [`VEC_BLOCK`].
+fn vec_block_from(value: Option<&str>) -> u32 {
+    value
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|&v: &u32| (32..=1024).contains(&v) && v % 32 == 0)
+        .unwrap_or(VEC_BLOCK)
+}
+
 /// `alloc`, and when it fails for lack of memory, `free_cache` and `alloc` once more.
 fn retry_on_oom<T>(
     mut alloc: impl FnMut() -> std::result::Result<T, DriverError>,
@@ -621,10 +645,11 @@ impl Gpu {
     /// One thread per element (or vector chunk), no grid-stride loop: measured faster for
     /// the vectorised variant, whose 64-bit index cannot wrap.
     pub(crate) fn shape_per_thread(&self, n: u64) -> LaunchShape {
-        let blocks = n.div_ceil(BLOCK as u64).clamp(1, i32::MAX as u64);
+        let block = vec_block();
+        let blocks = n.div_ceil(block as u64).clamp(1, i32::MAX as u64);
         LaunchShape {
             grid: blocks as u32,
-            block: (BLOCK, 1),
+            block: (block, 1),
             shared_bytes: 0,
         }
     }
@@ -767,6 +792,19 @@ mod tests {
             || freed += 1,
         );
         (r, calls, freed)
+    }
+
+    #[test]
+    fn vec_block_takes_multiples_of_32_up_to_1024() {
+        assert_eq!(VEC_BLOCK, 128);
+        assert_eq!(vec_block_from(None), VEC_BLOCK);
+        assert_eq!(vec_block_from(Some("256")), 256);
+        assert_eq!(vec_block_from(Some(" 64 ")), 64);
+        assert_eq!(vec_block_from(Some("32")), 32);
+        assert_eq!(vec_block_from(Some("1024")), 1024);
+        for bad in ["", "0", "16", "48", "1056", "2048", "-128", "x128"] {
+            assert_eq!(vec_block_from(Some(bad)), VEC_BLOCK, "{bad:?}");
+        }
     }
 
     #[test]
