@@ -4,8 +4,10 @@ multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
 element size; reductions (group "reduce") count every input read once (two for sqdiff) and
-report one input's elements."""
+report one input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
+spin kernel (see median_ms)."""
 import json
+import os
 import sys
 import torch
 
@@ -49,6 +51,12 @@ except Exception:  # CuPy is optional
     cp = None
 
 
+# STRIDED_APPLY_BENCH_QUEUED=1: each timed call waits in the stream behind a ~50 us spin, so
+# that the events exclude the host's submission of the call (as the Rust bench then does).
+QUEUED = os.environ.get("STRIDED_APPLY_BENCH_QUEUED", "") not in ("", "0")
+SPIN_CYCLES = 100_000  # torch.cuda._sleep counts clock cycles: ~50 us at 1.98 GHz
+
+
 def median_ms(f, sets=1):
     for i in range(3):
         f(i % sets)
@@ -56,6 +64,8 @@ def median_ms(f, sets=1):
     times = []
     for i in range(REPS):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        if QUEUED:
+            torch.cuda._sleep(SPIN_CYCLES)
         s.record()
         f(i % sets)
         e.record()
@@ -105,8 +115,8 @@ def binary(case, make_a, make_b, out_shape, dtype, name, op="add", with_compile=
     del bufs
 
 
-print(f"# torch {torch.__version__}, cupy {cp.__version__ if cp else 'absent'}, {torch.cuda.get_device_name()}",
-      file=sys.stderr)
+print(f"# torch {torch.__version__}, cupy {cp.__version__ if cp else 'absent'}, {torch.cuda.get_device_name()}, "
+      f"timing {'queued behind a spin' if QUEUED else 'around each call'}", file=sys.stderr)
 n = 1 << 24 if quick else 1 << 28
 src = rand((n,), torch.float32)
 dst = torch.empty_like(src)

@@ -7,7 +7,7 @@ import json,statistics as st,collections,sys
 d=collections.defaultdict(list)
 for l in open(sys.argv[1]):
     r=json.loads(l)
-    if r["form"]=="empty": print("empty", r["us_one_block"], r["us_copy_grid"]); continue
+    if r["form"]=="empty": print("empty", r.get("timing"), r["us_one_block"], r["us_copy_grid"]); continue
     d[(r["form"],r["mib_moved"])].append((r["ms"],r["bytes"]))
 forms=[]
 for f,_ in d:

@@ -4,6 +4,8 @@
 // (kernel and cudaMemcpyAsync), a 1:2 bf16 -> f32 cast and a pure write (fill), and an empty
 // kernel's event time (one block; the grid of a 256 MiB copy). A fit of
 // t = a + bytes / bw per form gives its fixed time per launch (a) and its asymptotic rate (bw).
+// `./size_sweep ROUNDS queued` queues each timed launch behind a 50 us spin kernel, so that the
+// events exclude the host's submission of the launch.
 //   nvcc -O3 -arch=sm_90 -o size_sweep size_sweep.cu && ./size_sweep   (JSON lines)
 #include <cstdio>
 #include <cstdint>
@@ -37,6 +39,7 @@ __global__ void fill(uint4* out, size_t chunks, unsigned v) {
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 3;
+  bool queued = argc > 2 && std::string(argv[2]) == "queued";
   const size_t MAX = (size_t)4 << 30;  // bytes moved by the largest launch of each form
   char *x, *y, *z;
   CK(cudaMalloc(&x, MAX)); CK(cudaMalloc(&y, MAX)); CK(cudaMalloc(&z, MAX));
@@ -56,9 +59,10 @@ int main(int argc, char** argv) {
   };
   for (int r = 0; r < rounds; r++) {
     // The launch itself: an empty kernel of one block, and of the grid a 256 MiB copy takes.
-    float e1 = event_median_ms([&] { empty<<<1, B>>>(); }, 25, 3);
-    float eg = event_median_ms([&] { empty<<<grid(((size_t)128 << 20) / 16), B>>>(); }, 25, 3);
-    printf("{\"round\":%d,\"form\":\"empty\",\"us_one_block\":%.2f,\"us_copy_grid\":%.2f}\n", r, e1 * 1e3, eg * 1e3);
+    auto timed = [&](auto f) { return event_median_ms(f, 25, 3, queued); };
+    float e1 = timed([&] { empty<<<1, B>>>(); });
+    float eg = timed([&] { empty<<<grid(((size_t)128 << 20) / 16), B>>>(); });
+    printf("{\"round\":%d,\"timing\":\"%s\",\"form\":\"empty\",\"us_one_block\":%.2f,\"us_copy_grid\":%.2f}\n", r, queued ? "queued" : "plain", e1 * 1e3, eg * 1e3);
     for (auto& f : forms)
       for (size_t mib = 64; mib <= 4096; mib *= 2) {
         size_t m = mib << 20;
@@ -68,8 +72,8 @@ int main(int argc, char** argv) {
         if (n == "f32_add_2to1") moved = (double)(m / 3 / 16) * 48;
         else if (n == "copy_1to1" || n == "cudaMemcpy_1to1") moved = (double)(m / 2 / 16) * 32;
         else if (n == "cast_1to2") moved = (double)(m / 24) * 24;
-        float ms = event_median_ms([&] { f.run(m); }, 25, 3);
-        printf("{\"round\":%d,\"form\":\"%s\",\"mib_moved\":%zu,\"bytes\":%.0f,\"ms\":%.5f,\"gbps\":%.1f}\n", r, f.name, mib, moved, ms, moved / ms / 1e6);
+        float ms = timed([&] { f.run(m); });
+        printf("{\"round\":%d,\"timing\":\"%s\",\"form\":\"%s\",\"mib_moved\":%zu,\"bytes\":%.0f,\"ms\":%.5f,\"gbps\":%.1f}\n", r, queued ? "queued" : "plain", f.name, mib, moved, ms, moved / ms / 1e6);
         fflush(stdout);
       }
   }

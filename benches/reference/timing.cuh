@@ -1,5 +1,6 @@
 // What the CUDA C references share (not part of the library): CK, which exits on a CUDA
-// error with its place, and the median of CUDA-event times of single launches.
+// error with its place, and the median of CUDA-event times of single launches (optionally
+// queued behind a spin kernel).
 #pragma once
 #include <algorithm>
 #include <cstdio>
@@ -10,12 +11,22 @@
 #define CK(x) do { cudaError_t e = (x); if (e != cudaSuccess) { \
   fprintf(stderr, "%s:%d %s\n", __FILE__, __LINE__, cudaGetErrorString(e)); exit(1); } } while (0)
 
-// `warmups` calls of `launch`, then the median of `reps` event-timed calls, in ms.
-template <class F> static float event_median_ms(F launch, int reps, int warmups) {
+// Spins for `ns` nanoseconds of the global timer: keeps the stream busy while the host
+// submits the timed launch, so that the events time the GPU's work and not the submission.
+__global__ void spin(unsigned long long ns) {
+  unsigned long long t0, t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t0));
+  do { asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t)); } while (t - t0 < ns);
+}
+
+// `warmups` calls of `launch`, then the median of `reps` event-timed calls, in ms; `queued`:
+// each timed call waits in the stream behind a 50 us spin.
+template <class F> static float event_median_ms(F launch, int reps, int warmups, bool queued = false) {
   cudaEvent_t a, b; CK(cudaEventCreate(&a)); CK(cudaEventCreate(&b));
   for (int i = 0; i < warmups; i++) launch();
   std::vector<float> t;
   for (int i = 0; i < reps; i++) {
+    if (queued) spin<<<1, 1>>>(50000);
     CK(cudaEventRecord(a)); launch(); CK(cudaEventRecord(b)); CK(cudaEventSynchronize(b));
     float ms; CK(cudaEventElapsedTime(&ms, a, b)); t.push_back(ms);
   }

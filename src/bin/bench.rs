@@ -8,6 +8,8 @@
 //! input's elements; their outputs are not counted. `--release-pool`: the device's memory
 //! pool gives freed memory back at every synchronisation (the driver's default) instead of
 //! keeping it (the library's; `Gpu::set_memory_cache_limit`), for comparison.
+//! `STRIDED_APPLY_BENCH_QUEUED=1`: each timed call waits in the stream behind a 50 µs spin
+//! kernel, so that the events exclude the host's submission of the call (see `load_spin`).
 
 use std::time::Instant;
 use strided_apply::gpu_kernels::ops::Sub;
@@ -124,10 +126,89 @@ fn median_ms(gpu: &Gpu, mut f: impl FnMut(usize) -> Result<()>) -> Result<f64> {
         f(i)?;
     }
     let mut t: Vec<f64> = (0..REPS)
-        .map(|i| gpu.time_ms(|| f(i)).map(|x| x as f64))
+        .map(|i| {
+            queue_behind_spin(gpu)?;
+            gpu.time_ms(|| f(i)).map(|x| x as f64)
+        })
         .collect::<Result<_>>()?;
     t.sort_by(f64::total_cmp);
     Ok(t[REPS / 2])
+}
+
+/// A kernel that spins for `ns` nanoseconds of the global timer (one thread).
+const SPIN_PTX: &str = r#"
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry spin(.param .u64 ns)
+{
+    .reg .u64 %t0, %t, %d, %n;
+    .reg .pred %p;
+    ld.param.u64 %n, [ns];
+    mov.u64 %t0, %globaltimer;
+WAIT:
+    mov.u64 %t, %globaltimer;
+    sub.u64 %d, %t, %t0;
+    setp.lt.u64 %p, %d, %n;
+    @%p bra WAIT;
+    ret;
+}
+"#;
+
+/// How long the spin before each timed call lasts: longer than any call's submission.
+const SPIN_NS: u64 = 50_000;
+
+/// The spin kernel (its `CUfunction`), when `STRIDED_APPLY_BENCH_QUEUED` asks for queued
+/// timing; its module lives as long as the process.
+static SPIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+
+/// `STRIDED_APPLY_BENCH_QUEUED=1`: every timed call waits in the stream behind a 50 µs spin,
+/// so that its events time the GPU's work, not the host's submission of the call (the
+/// PyTorch peer does the same with `torch.cuda._sleep`). Default: events around the call
+/// with the stream idle, the submission included.
+fn load_spin(gpu: &Gpu) -> Result<bool> {
+    let queued =
+        std::env::var("STRIDED_APPLY_BENCH_QUEUED").is_ok_and(|v| !v.is_empty() && v != "0");
+    if !queued {
+        return Ok(false);
+    }
+    let err = |source| strided_apply::Error::Launch {
+        kernel: "spin",
+        source,
+    };
+    let module = gpu
+        .context()
+        .load_module(strided_apply::cudarc::nvrtc::Ptx::from_src(SPIN_PTX))
+        .map_err(err)?;
+    let f = module.load_function("spin").map_err(err)?;
+    let _ = SPIN.set(f.cu_function() as usize);
+    // The function handle stays valid while its module is loaded: for the whole process.
+    std::mem::forget(module);
+    Ok(true)
+}
+
+fn queue_behind_spin(gpu: &Gpu) -> Result<()> {
+    let Some(&f) = SPIN.get() else {
+        return Ok(());
+    };
+    let mut ns = SPIN_NS;
+    let mut args: [*mut std::ffi::c_void; 1] = [&mut ns as *mut u64 as *mut _];
+    // SAFETY: `f` is `spin` of the module `load_spin` loaded and never unloads; its one
+    // parameter is a u64, passed by pointer; the stream is the Gpu's.
+    unsafe {
+        strided_apply::cudarc::driver::result::launch_kernel(
+            f as strided_apply::cudarc::driver::sys::CUfunction,
+            (1, 1, 1),
+            (1, 1, 1),
+            0,
+            gpu.stream().cu_stream(),
+            &mut args,
+        )
+    }
+    .map_err(|source| strided_apply::Error::Launch {
+        kernel: "spin",
+        source,
+    })
 }
 
 /// `GPU=CPU` when the GPU result equals the CPU twin's bit for bit, else the first mismatch.
@@ -483,11 +564,17 @@ fn main() -> Result<()> {
     if release_pool {
         gpu.set_memory_cache_limit(0)?;
     }
+    let queued = load_spin(&gpu)?;
     eprintln!(
-        "bench: {} ({} SMs), pool {}",
+        "bench: {} ({} SMs), pool {}, timing {}",
         gpu.name(),
         gpu.sm_count(),
-        if release_pool { "releases" } else { "keeps" }
+        if release_pool { "releases" } else { "keeps" },
+        if queued {
+            "queued behind a spin"
+        } else {
+            "around each call"
+        }
     );
     let big = if quick { 4096 } else { 16384 };
 
