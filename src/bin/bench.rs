@@ -12,6 +12,7 @@
 //! kernel, so that the events exclude the host's submission of the call (see `load_spin`).
 
 use std::time::Instant;
+use strided_apply::cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use strided_apply::gpu_kernels::ops::Sub;
 use strided_apply::gpu_kernels::reduce::{
     Amax, Argmax, MapReduce, OutOf, ReduceKernels, Sum, SumSq,
@@ -158,9 +159,8 @@ WAIT:
 /// How long the spin before each timed call lasts: longer than any call's submission.
 const SPIN_NS: u64 = 50_000;
 
-/// The spin kernel (its `CUfunction`), when `STRIDED_APPLY_BENCH_QUEUED` asks for queued
-/// timing; its module lives as long as the process.
-static SPIN: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+/// The spin kernel, when `STRIDED_APPLY_BENCH_QUEUED` asks for queued timing.
+static SPIN: std::sync::OnceLock<CudaFunction> = std::sync::OnceLock::new();
 
 /// `STRIDED_APPLY_BENCH_QUEUED=1`: every timed call waits in the stream behind a 50 µs spin,
 /// so that its events time the GPU's work, not the host's submission of the call (the
@@ -172,43 +172,34 @@ fn load_spin(gpu: &Gpu) -> Result<bool> {
     if !queued {
         return Ok(false);
     }
-    let err = |source| strided_apply::Error::Launch {
-        kernel: "spin",
-        source,
-    };
-    let module = gpu
+    let f = gpu
         .context()
         .load_module(strided_apply::cudarc::nvrtc::Ptx::from_src(SPIN_PTX))
-        .map_err(err)?;
-    let f = module.load_function("spin").map_err(err)?;
-    let _ = SPIN.set(f.cu_function() as usize);
-    // The function handle stays valid while its module is loaded: for the whole process.
-    std::mem::forget(module);
+        .and_then(|module| module.load_function("spin"))
+        .map_err(spin_error)?;
+    let _ = SPIN.set(f);
     Ok(true)
 }
 
-fn queue_behind_spin(gpu: &Gpu) -> Result<()> {
-    let Some(&f) = SPIN.get() else {
-        return Ok(());
-    };
-    let mut ns = SPIN_NS;
-    let mut args: [*mut std::ffi::c_void; 1] = [&mut ns as *mut u64 as *mut _];
-    // SAFETY: `f` is `spin` of the module `load_spin` loaded and never unloads; its one
-    // parameter is a u64, passed by pointer; the stream is the Gpu's.
-    unsafe {
-        strided_apply::cudarc::driver::result::launch_kernel(
-            f as strided_apply::cudarc::driver::sys::CUfunction,
-            (1, 1, 1),
-            (1, 1, 1),
-            0,
-            gpu.stream().cu_stream(),
-            &mut args,
-        )
-    }
-    .map_err(|source| strided_apply::Error::Launch {
+fn spin_error(source: strided_apply::cudarc::driver::DriverError) -> strided_apply::Error {
+    strided_apply::Error::Launch {
         kernel: "spin",
         source,
-    })
+    }
+}
+
+fn queue_behind_spin(gpu: &Gpu) -> Result<()> {
+    let Some(f) = SPIN.get() else {
+        return Ok(());
+    };
+    let cfg = LaunchConfig {
+        grid_dim: (1, 1, 1),
+        block_dim: (1, 1, 1),
+        shared_mem_bytes: 0,
+    };
+    // SAFETY: `spin` takes one u64 and touches no memory.
+    unsafe { gpu.stream().launch_builder(f).arg(&SPIN_NS).launch(cfg) }.map_err(spin_error)?;
+    Ok(())
 }
 
 /// `GPU=CPU` when the GPU result equals the CPU twin's bit for bit, else the first mismatch.
