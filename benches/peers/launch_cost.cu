@@ -92,10 +92,14 @@ int main(int argc, char** argv) {
       }
   };
   // Our kernel's parameters, as the Rust bench's `driver_launch_us` passes them: the op
-  // (4 bytes), the count, an empty geometry (sizes 1, strides 0, ndim 0: 36 bytes), three
-  // pointers.
+  // (4 bytes), a `VecArg` (the count and a divider by 1 {d 1, magic 1, shift 0}, padded to
+  // 24 bytes), an empty geometry (sizes 1, strides 0, ndim 0: 36 bytes), three pointers.
   unsigned op = 0;
-  unsigned long long count = n;
+  struct VecArg {
+    unsigned long long n;
+    unsigned d, magic, shift;
+  } count = {(unsigned long long)n, 1, 1, 0};
+  static_assert(sizeof(VecArg) == 24, "VecArg is 24 bytes, as the kernel's parameter");
   unsigned geometry[9] = {1, 1, 0, 0, 0, 0, 0, 0, 0};
   unsigned long long pc = (unsigned long long)c, pa = (unsigned long long)a,
                      pb = (unsigned long long)b;

@@ -22,17 +22,6 @@ __global__ void add(float4* c, const float4* a, const float4* b, size_t chunks) 
     if (i < chunks) c[i] = make_float4(x[j].x + y[j].x, x[j].y + y[j].y, x[j].z + y[j].z, x[j].w + y[j].w);
   }
 }
-__global__ void count_bad(const float* c, const float* a, const float* b, size_t n, unsigned long long* bad) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-    if (c[i] != a[i] + b[i]) atomicAdd(bad, 1ull);
-}
-__global__ void init(float* p, size_t n, unsigned seed) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-    unsigned x = (unsigned)i * 2654435761u ^ seed;
-    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
-    p[i] = (float)(x & 0xffffff) / 16777216.0f - 0.5f;
-  }
-}
 
 int main(int argc, char** argv) {
   int rounds = argc > 1 ? atoi(argv[1]) : 3;
@@ -64,7 +53,7 @@ int main(int argc, char** argv) {
             float ms = event_median_ms(launch, 25, 3, q == 1);
             CK(cudaMemset(bad, 0, 8));
             size_t checked = std::min(sets, rep) * n;  // every set written at least once
-            count_bad<<<1024, 256>>>(c, a, b, checked, bad);
+            count_bad_add<<<1024, 256>>>(c, a, b, checked, bad);
             unsigned long long nb; CK(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost));
             printf("{\"round\":%d,\"timing\":\"%s\",\"log2n\":%d,\"chunks_per_thread\":%d,\"block\":%u,\"us\":%.3f,\"gbps\":%.1f,\"bad\":%llu}\n",
                    r, q ? "queued" : "plain", lg, k, bs, ms * 1e3, 12.0 * n / ms / 1e6, nb);

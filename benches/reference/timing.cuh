@@ -35,3 +35,17 @@ template <class F> static float event_median_ms(F launch, int reps, int warmups,
   std::sort(t.begin(), t.end());
   return t[t.size() / 2];
 }
+
+// The f32 add references' inputs and check: `init` fills `p` with hashed values in
+// [-0.5, 0.5); `count_bad` counts the elements of `c` that are not `a + b`.
+__global__ void count_bad_add(const float* c, const float* a, const float* b, size_t n, unsigned long long* bad) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+    if (c[i] != a[i] + b[i]) atomicAdd(bad, 1ull);
+}
+__global__ void init(float* p, size_t n, unsigned seed) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+    unsigned x = (unsigned)i * 2654435761u ^ seed;
+    x ^= x >> 13; x *= 0x5bd1e995u; x ^= x >> 15;
+    p[i] = (float)(x & 0xffffff) / 16777216.0f - 0.5f;
+  }
+}
