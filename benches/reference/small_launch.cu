@@ -28,11 +28,8 @@ int main(int argc, char** argv) {
   const size_t ROT = (size_t)512 << 20;  // bytes per operand
   const size_t MAXN = (size_t)1 << 28;
   size_t region = std::max(ROT, MAXN * 4);
-  float *a, *b, *c;
-  CK(cudaMalloc(&a, region)); CK(cudaMalloc(&b, region)); CK(cudaMalloc(&c, region));
-  init<<<1024, 256>>>(a, region / 4, 1); init<<<1024, 256>>>(b, region / 4, 2);
-  unsigned long long* bad; CK(cudaMalloc(&bad, 8));
-  CK(cudaDeviceSynchronize());
+  AddOperands ops(region);
+  float *a = ops.a, *b = ops.b, *c = ops.c;
   for (int r = 0; r < rounds; r++)
     for (int q = 0; q < 2; q++)
       for (int lg : {12, 16, 20, 22, 24, 26, 28}) {
@@ -51,10 +48,8 @@ int main(int argc, char** argv) {
               else add<4><<<grid, bs>>>(cc, aa, bb, chunks);
             };
             float ms = event_median_ms(launch, 25, 3, q == 1);
-            CK(cudaMemset(bad, 0, 8));
-            size_t checked = std::min(sets, rep) * n;  // every set written at least once
-            count_bad_add<<<1024, 256>>>(c, a, b, checked, bad);
-            unsigned long long nb; CK(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost));
+            // Every set written at least once is checked.
+            unsigned long long nb = ops.bad_sums(std::min(sets, rep) * n);
             printf("{\"round\":%d,\"timing\":\"%s\",\"log2n\":%d,\"chunks_per_thread\":%d,\"block\":%u,\"us\":%.3f,\"gbps\":%.1f,\"bad\":%llu}\n",
                    r, q ? "queued" : "plain", lg, k, bs, ms * 1e3, 12.0 * n / ms / 1e6, nb);
             fflush(stdout);

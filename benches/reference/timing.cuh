@@ -49,3 +49,23 @@ __global__ void init(float* p, size_t n, unsigned seed) {
     p[i] = (float)(x & 0xffffff) / 16777216.0f - 0.5f;
   }
 }
+
+// Three f32 operands of `bytes` each, `a` and `b` filled by `init`, and the check of the
+// adds written to `c`.
+struct AddOperands {
+  float *a, *b, *c;
+  unsigned long long* bad;
+  explicit AddOperands(size_t bytes) {
+    CK(cudaMalloc(&a, bytes)); CK(cudaMalloc(&b, bytes)); CK(cudaMalloc(&c, bytes));
+    init<<<1024, 256>>>(a, bytes / 4, 1); init<<<1024, 256>>>(b, bytes / 4, 2);
+    CK(cudaMalloc(&bad, 8));
+    CK(cudaDeviceSynchronize());
+  }
+  // How many of the first `n` elements of `c` are not `a + b`.
+  unsigned long long bad_sums(size_t n) {
+    CK(cudaMemset(bad, 0, 8));
+    count_bad_add<<<1024, 256>>>(c, a, b, n, bad);
+    unsigned long long nb; CK(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost));
+    return nb;
+  }
+};

@@ -51,11 +51,8 @@ int main(int argc, char** argv) {
     kernels.push_back({std::string(argv[i], eq - argv[i]), fn});
   }
   const size_t region = (size_t)512 << 20;
-  float *a, *b, *c;
-  CK(cudaMalloc(&a, region)); CK(cudaMalloc(&b, region)); CK(cudaMalloc(&c, region));
-  init<<<1024, 256>>>(a, region / 4, 1); init<<<1024, 256>>>(b, region / 4, 2);
-  unsigned long long* bad; CK(cudaMalloc(&bad, 8));
-  CK(cudaDeviceSynchronize());
+  AddOperands ops(region);
+  float *a = ops.a, *b = ops.b, *c = ops.c;
   const unsigned bs = 128;
   for (int r = 0; r < rounds; r++)
     for (int q = 0; q < 2; q++)
@@ -80,10 +77,8 @@ int main(int argc, char** argv) {
             }
           };
           float ms = event_median_ms(launch, 25, 3, q == 1);
-          CK(cudaMemset(bad, 0, 8));
-          size_t checked = std::min(sets, rep) * n;  // every set written at least once
-          count_bad_add<<<1024, 256>>>(c, a, b, checked, bad);
-          unsigned long long nb; CK(cudaMemcpy(&nb, bad, 8, cudaMemcpyDeviceToHost));
+          // Every set written at least once is checked.
+          unsigned long long nb = ops.bad_sums(std::min(sets, rep) * n);
           printf("{\"round\":%d,\"timing\":\"%s\",\"log2n\":%d,\"kernel\":\"%s\",\"us\":%.3f,\"bad\":%llu}\n",
                  r, q ? "queued" : "plain", lg, v == kernels.size() ? "cuda_c" : kernels[v].first.c_str(),
                  ms * 1e3, nb);

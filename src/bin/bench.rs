@@ -887,13 +887,9 @@ fn main() -> Result<()> {
         let op = gpu_kernels::apply::OpArg::new(ops::Add);
         // The kernel's second parameter is a `VecArg` (24 bytes): the driver copies that
         // many bytes from its pointer, so it gets the whole struct, as `api::apply3` passes.
-        const ROW_ONE: gpu_kernels::FastDiv = match gpu_kernels::FastDiv::new(1) {
-            Some(d) => d,
-            None => panic!("1 is a divisor"),
-        };
         let count = gpu_kernels::apply::VecArg {
             n: n as u64,
-            row: ROW_ONE,
+            row: strided_apply::api::DIV_ONE,
         };
         let g = gpu_kernels::Geometry::<u32, 2, 3>::empty();
         let ptrs = [c.buffer().addr(), a.buffer().addr(), b.buffer().addr()];
