@@ -29,6 +29,7 @@ GROUPS = {
     "stencil": ["stencil_laplacian2", "stencil_laplacian3"],
     "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
                "amax_dim1_f32", "sumsq_all_f32", "argmax_dim1_f32", "sqdiff_all_f32"],
+    "reduce_rows": ["sum_rows16_f32", "sum_rows128_f32", "argmax_rows128_f32", "sum_rows512_bf16"],
     "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
 }
 
@@ -305,6 +306,20 @@ if want("reduce"):
     del p
     mk = lambda: rand(sq, torch.bfloat16)
     reduction("sum_dim1_bf16", mk(), mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
+
+# Short rows: many outputs of 16, 128 or 512 elements each, 2^28 elements in all (2^24 quick).
+if want("reduce_rows"):
+    total = 1 << 24 if quick else 1 << 28
+    for case, length in (("sum_rows16_f32", 16), ("sum_rows128_f32", 128)):
+        mk = lambda: rand((total // length, length), torch.float32)
+        m = mk()
+        reduction(case, m, mk, (total // length,), lambda x, o: torch.sum(x, dim=1, out=o))
+        if length == 128:
+            reduction("argmax_rows128_f32", m, mk, (total // length,),
+                      lambda x, o: torch.argmax(x, dim=1, out=o), out_dtype=torch.int64)
+        del m
+    mk = lambda: rand((total // 512, 512), torch.bfloat16)
+    reduction("sum_rows512_bf16", mk(), mk, (total // 512,), lambda x, o: torch.sum(x, dim=1, out=o))
 
 if not want("tiny"):
     sys.exit(0)

@@ -84,6 +84,15 @@ const GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "reduce_rows",
+        &[
+            "sum_rows16_f32",
+            "sum_rows128_f32",
+            "argmax_rows128_f32",
+            "sum_rows512_bf16",
+        ],
+    ),
+    (
         "tiny",
         &[
             "tiny_add_host_us",
@@ -858,6 +867,29 @@ fn main() -> Result<()> {
         drop(perm);
         let m16 = dense(&[big, big], 53, rand_bf16)?;
         bench_reduce(&gpu, "sum_dim1_bf16", Sum, &[big], [&m16], &[1], bf16::NAN)?;
+    }
+    // Short rows: many outputs of 16, 128 or 512 elements each (a normalisation's statistics,
+    // a classifier's argmax), 2^28 elements in all (2^24 quick).
+    if want("reduce_rows") {
+        let total = if quick { 1 << 24 } else { 1 << 28 };
+        for (case, len) in [("sum_rows16_f32", 16), ("sum_rows128_f32", 128)] {
+            let m = dense(&[total / len, len], 55, rand_f32)?;
+            bench_reduce(&gpu, case, Sum, &[total / len], [&m], &[1], f32::NAN)?;
+            if len == 128 {
+                let case = "argmax_rows128_f32";
+                bench_reduce(&gpu, case, Argmax, &[total / len], [&m], &[1], -1i64)?;
+            }
+        }
+        let m16 = dense(&[total / 512, 512], 56, rand_bf16)?;
+        bench_reduce(
+            &gpu,
+            "sum_rows512_bf16",
+            Sum,
+            &[total / 512],
+            [&m16],
+            &[1],
+            bf16::NAN,
+        )?;
     }
     // Tiny tensor: host time per call, planning and launch included.
     if want("tiny") {
