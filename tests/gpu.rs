@@ -2185,7 +2185,8 @@ struct ReduceCase {
 /// (1, 3) (two reduced dimensions: columns into a transposed output when the inner one holds
 /// whole chunks, else strided rows into a keepdim output), several groups and the final kernel
 /// (1-D n = 2^20 + 3: 16 groups; columns, vector columns and multi-dimensional rows of 2
-/// groups), and a reduction of nothing.
+/// groups), short rows that share the row kernel's blocks (with a partial last block), and
+/// a reduction of nothing.
 fn reduce_cases() -> Vec<ReduceCase> {
     use strided_apply::reduce::ReduceVariant::{Cols, Rows};
     use strided_apply::Layout;
@@ -2247,6 +2248,59 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[40, 700]).flip(1).unwrap(),
             &[1],
             c(&[40]),
+            Some(Rows),
+        ),
+        // Short rows share the row kernel's blocks (`SLOTS >> row_shift` outputs each):
+        // rows of 24 (f32: 6 chunks, 8 slots each, 32 rows a block; 1000 rows leave the
+        // last block partial), 4 and 3 elements (f32: one slot each, 256 rows a block;
+        // aligned vectors and element reads), 5 elements at stride 2, misaligned rows of 37, and rows of 33 under two kept axes into a
+        // transposed output.
+        case(
+            "short-rows-vec",
+            &[1000, 24],
+            c(&[1000, 24]),
+            &[1],
+            c(&[1000]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-of-4",
+            &[300, 4],
+            c(&[300, 4]),
+            &[1],
+            c(&[300]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-of-3",
+            &[300, 3],
+            c(&[300, 3]),
+            &[1],
+            c(&[300]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-step2",
+            &[333, 10],
+            c(&[333, 10]).slice(1, None, None, 2).unwrap(),
+            &[1],
+            c(&[333, 1]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-misaligned",
+            &[500, 38],
+            c(&[500, 38]).slice(1, Some(1), None, 1).unwrap(),
+            &[1],
+            c(&[500]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-2-kept-axes",
+            &[7, 45, 33],
+            c(&[7, 45, 33]),
+            &[2],
+            c(&[45, 7]).transpose(0, 1).unwrap(),
             Some(Rows),
         ),
         case(

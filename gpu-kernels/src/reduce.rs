@@ -20,9 +20,10 @@
 //! [`MapReduce`] reads two inputs at each position and reduces `map(a, b)` in the same
 //! order.
 //!
-//! The GPU spreads slots over a block's threads ([`SLOTS`] threads, or `COL_Y` threads of
-//! `SLOTS / COL_Y` slots each) and groups over blocks; the CPU twin ([`group_value`], [`write_output`])
-//! walks the same definition directly. No float atomics, no order that depends on the grid.
+//! The GPU spreads slots over a block's threads ([`SLOTS`] threads, shared by `SLOTS >>
+//! `[`row_shift`] short rows, or `COL_Y` threads of `SLOTS / COL_Y` slots each) and groups
+//! over blocks; the CPU twin ([`group_value`], [`write_output`]) walks the same definition
+//! directly. No float atomics, no order that depends on the grid.
 
 use crate::elem::Bool;
 use crate::math::{Float, Num};
@@ -75,6 +76,25 @@ pub const fn chunk(size: usize) -> u32 {
         1
     } else {
         (16 / size) as u32
+    }
+}
+
+/// `log2(SLOTS)`.
+pub const SLOT_BITS: u32 = SLOTS.trailing_zeros();
+
+/// The row kernel's slots per output as a power of two, `log2` of it: the chunks of one
+/// row (`ceil(n / w)`, at least 1) rounded up to a power of two, at most [`SLOTS`]. Rows of
+/// at most `SLOTS / 2` chunks share a block (`SLOTS >> row_shift` outputs per block), so a
+/// short row does not take a block of its own; the order is the same, since every slot
+/// that receives elements receives one chunk (`q / w < SLOTS`).
+pub const fn row_shift(n: u32, w: u32) -> u32 {
+    let chunks = n.div_ceil(w);
+    if chunks > SLOTS / 2 {
+        SLOT_BITS
+    } else if chunks <= 1 {
+        0
+    } else {
+        32 - (chunks - 1).leading_zeros()
     }
 }
 
@@ -501,6 +521,9 @@ truth_reduce!(Any, false, |a, b| a | b);
 ///    and every input element whose `kept[0]` index is a multiple of `v` is 16-byte
 ///    aligned (each base 16-byte aligned, every other kept and every reduced stride a
 ///    multiple of 16 bytes).
+/// 8. `row_shift == `[`row_shift`]`(n, w)` for the kernel's `w` (below [`SLOT_BITS`] only
+///    with one group), and the row kernel's grid is `ceil(outputs / (SLOTS >> row_shift))
+///    * groups` blocks.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReduceGeometry {
@@ -512,6 +535,9 @@ pub struct ReduceGeometry {
     pub outputs: u32,
     /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`).
     pub col_blocks: u32,
+    /// Row kernel: `log2` of the slots (threads) of one output, [`row_shift`]; a block
+    /// reduces `SLOTS >> row_shift` outputs.
+    pub row_shift: u32,
     pub flags: u32,
     pub nkept: u32,
     pub nred: u32,
@@ -689,7 +715,8 @@ pub unsafe fn write_output<R: Reduce<I>, I>(
 pub struct ReduceNames {
     /// The crate that instantiated them (the module to load).
     pub module: &'static str,
-    /// A block per output and group, slots on threads (reduced axis unit-stride or general).
+    /// A block per output and group, slots on threads (reduced axis unit-stride or general);
+    /// short rows share a block ([`row_shift`]).
     pub rows: &'static str,
     /// Threads along a kept unit-stride axis, slots on `COL_Y` threads.
     pub cols: &'static str,
@@ -766,9 +793,11 @@ mod gpu {
         }
     }
 
-    /// The row kernel: block `b` reduces group `b % groups` of output `b / groups`, thread
-    /// `t` folding slot `t`. `SLOTS` threads, `SLOTS * size_of::<Acc>()` bytes of dynamic
-    /// shared memory.
+    /// The row kernel: block `b` reduces group `b % groups` of `SLOTS >> row_shift`
+    /// consecutive outputs from `(b / groups) * (SLOTS >> row_shift)`, thread `t` folding
+    /// slot `t % (1 << row_shift)` of output `t >> row_shift` among them (one output per
+    /// block when `row_shift == SLOT_BITS`; the threads of outputs past the last fold
+    /// nothing). `SLOTS` threads, `SLOTS * size_of::<Acc>()` bytes of dynamic shared memory.
     ///
     /// # Safety
     /// The [`ReduceGeometry`] invariants; the launch shape above.
@@ -782,16 +811,22 @@ mod gpu {
     ) {
         let op = src.reduction();
         let (tid, _, bid) = tile_thread();
-        let (o, grp) = (bid / g.groups, bid % g.groups);
+        let shift = g.row_shift;
+        let slot = tid & ((1 << shift) - 1);
+        let o = ((bid / g.groups) << (SLOT_BITS - shift)) + (tid >> shift);
+        let grp = bid % g.groups;
+        // Invariant 8: only the last block has outputs past the last; theirs read nothing
+        // and write nothing, and their offsets are the last output's (in bounds).
+        let live = o < g.outputs;
         let (lo, len) = g.group(grp);
-        let (oo, io) = g.kept_offsets::<K>(o);
+        let (oo, io) = g.kept_offsets::<K>(if live { o } else { g.outputs - 1 });
         // SAFETY (all reads): invariant 3 for every index below `len` of this group.
         let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
         let w = W as u32;
         let step = SLOTS * w;
-        let mut c = tid * w;
+        let mut c = slot * w;
         let mut acc = op.placeholder();
-        if c < len {
+        if live && c < len {
             if g.flags & VEC_ROWS != 0 {
                 // Invariant 5: `lo` and `c` are multiples of `w`, so vectors are aligned.
                 let at = |k: usize, c: u32| unsafe { base[k].add((lo + c) as usize) };
@@ -874,11 +909,17 @@ mod gpu {
         // SAFETY: `tid < SLOTS`, the shared array's length.
         unsafe { *sm.add(tid as usize) = acc };
         sync_threads();
-        // SAFETY: every thread calls it; `used <= SLOTS`.
-        unsafe { block_tree(&op, sm, used, SLOTS / 2, SLOTS, tid) };
-        if tid == 0 {
+        // Each output's slots are `tid - slot ..+ 1 << shift`; its tree starts at the
+        // half of that power of two (`used <= 1 << shift`: invariant 8), as the order's.
+        // SAFETY: every thread calls it with the same `shift`; `used <= 1 << shift` and
+        // the output's slots lie inside the shared array.
+        unsafe {
+            let seg = sm.add((tid - slot) as usize);
+            block_tree(&op, seg, used, (1 << shift) / 2, 1 << shift, slot)
+        };
+        if live && slot == 0 {
             // SAFETY: invariants 3 and 4.
-            unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm) };
+            unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm.add(tid as usize)) };
         }
     }
 
@@ -1222,6 +1263,39 @@ mod tests {
                 let (l, u) = (group_len(n, w), groups_used(n, w));
                 assert_eq!(l % (SLOTS * w), 0);
                 assert!(u <= MAX_GROUPS && (u - 1) * l < n && u * l >= n, "{n} {w}");
+            }
+        }
+    }
+
+    #[test]
+    fn short_rows_share_blocks_in_the_order_of_one() {
+        // Slots per output: the row's chunks rounded up to a power of two, all 256 past 128.
+        let cases = [
+            (0, 4, 0),
+            (1, 4, 0),
+            (4, 4, 0),
+            (5, 4, 1),
+            (16, 4, 2),
+            (17, 4, 3),
+        ];
+        for (n, w, shift) in cases {
+            assert_eq!(row_shift(n, w), shift, "n {n} w {w}");
+        }
+        assert_eq!(row_shift(128, 4), 5);
+        assert_eq!(row_shift(512, 4), 7);
+        assert_eq!(row_shift(513, 4), SLOT_BITS);
+        assert_eq!(row_shift(1 << 20, 4), SLOT_BITS);
+        for w in [1, 2, 4, 8, 16] {
+            for n in 0..=(SLOTS * w + 3) {
+                let shift = row_shift(n, w);
+                let p = 1u32 << shift;
+                // Every chunk has a slot of its own inside the output's share of the block
+                // (the order's slot `(q / w) % SLOTS` is `q / w`), with room to spare only
+                // below one half.
+                assert!(shift <= SLOT_BITS && n.div_ceil(w) <= p || shift == SLOT_BITS);
+                assert!(shift == 0 || n.div_ceil(w) > p / 2, "n {n} w {w}");
+                // Shares below a block only with one group.
+                assert!(shift == SLOT_BITS || groups_used(n, w) == 1);
             }
         }
     }

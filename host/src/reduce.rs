@@ -250,6 +250,7 @@ pub fn plan_reduce(
         groups,
         outputs: 0,
         col_blocks: 1,
+        row_shift: body::row_shift(n32, w),
         flags: 0,
         nkept: kept.len().max(1) as u32,
         nred: red.len().max(1) as u32,
@@ -271,7 +272,7 @@ pub fn plan_reduce(
         }
     }
     let blocks = match variant {
-        ReduceVariant::Rows => outputs * groups as u64,
+        ReduceVariant::Rows => row_blocks(outputs, g.row_shift) * groups as u64,
         ReduceVariant::Cols => {
             let k0 = kept[0].0;
             g.col_blocks = k0.div_ceil(COL_X as u64) as u32;
@@ -532,7 +533,7 @@ pub(crate) unsafe fn launch_planned(
             (
                 names.rows,
                 LaunchShape {
-                    grid: g.outputs * g.groups,
+                    grid: row_blocks(g.outputs as u64, g.row_shift) as u32 * g.groups,
                     block: (SLOTS, 1),
                     shared_bytes: SLOTS * acc_size as u32,
                 },
@@ -579,6 +580,12 @@ pub(crate) unsafe fn launch_planned(
         }
     }
     Ok(())
+}
+
+/// The row kernel's blocks per group: `SLOTS >> row_shift` outputs each (invariant 8 of
+/// `ReduceGeometry`).
+fn row_blocks(outputs: u64, row_shift: u32) -> u64 {
+    outputs.div_ceil((SLOTS >> row_shift) as u64)
 }
 
 /// Whether the row kernel may read 16-byte vectors: one reduced dimension of stride 1 and
@@ -1005,6 +1012,36 @@ mod tests {
             .expect("outputs");
         assert_eq!(plan.variant, ReduceVariant::Cols);
         plan
+    }
+
+    #[test]
+    fn short_rows_share_the_row_kernels_blocks() {
+        let c = |s: &[usize]| Layout::contiguous(s).expect("layout");
+        let rows = |out: &[usize], input: &[usize], size: usize| {
+            let plan = plan_reduce(&c(out), &[&c(input)], &[1], size, true, true)
+                .expect("plan")
+                .expect("outputs");
+            assert_eq!(plan.variant, ReduceVariant::Rows);
+            plan.geometry
+        };
+        // f32 rows of 24: 6 chunks take 8 slots, 32 rows a block; 1000 rows fill 31 blocks
+        // and 8 rows of a 32nd.
+        let g = rows(&[1000], &[1000, 24], 4);
+        assert_eq!((g.row_shift, row_blocks(1000, g.row_shift)), (3, 32));
+        // u8 rows of 24: 2 chunks, 128 rows a block. f64 rows of 24: 12 chunks, 16 slots.
+        assert_eq!(rows(&[1000], &[1000, 24], 1).row_shift, 1);
+        assert_eq!(rows(&[1000], &[1000, 24], 8).row_shift, 4);
+        // Rows of one chunk or less: one slot, 256 rows a block.
+        let g = rows(&[300], &[300, 3], 4);
+        assert_eq!((g.row_shift, row_blocks(300, g.row_shift)), (0, 2));
+        // Rows of more than 128 chunks keep a block each.
+        let g = rows(&[48], &[48, 1024], 4);
+        assert_eq!((g.row_shift, row_blocks(48, g.row_shift)), (body::SLOT_BITS, 48));
+        assert_eq!(rows(&[48], &[48, 513], 4).row_shift, body::SLOT_BITS);
+        assert_eq!(rows(&[48], &[48, 512], 4).row_shift, 7);
+        // Several groups: a block per output and group.
+        let g = rows(&[3], &[3, (1 << 17) + 5], 4);
+        assert_eq!((g.groups, g.row_shift), (2, body::SLOT_BITS));
     }
 
     #[test]
