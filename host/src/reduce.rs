@@ -1036,7 +1036,10 @@ mod tests {
         assert_eq!((g.row_shift, row_blocks(300, g.row_shift)), (0, 2));
         // Rows of more than 128 chunks keep a block each.
         let g = rows(&[48], &[48, 1024], 4);
-        assert_eq!((g.row_shift, row_blocks(48, g.row_shift)), (body::SLOT_BITS, 48));
+        assert_eq!(
+            (g.row_shift, row_blocks(48, g.row_shift)),
+            (body::SLOT_BITS, 48)
+        );
         assert_eq!(rows(&[48], &[48, 513], 4).row_shift, body::SLOT_BITS);
         assert_eq!(rows(&[48], &[48, 512], 4).row_shift, 7);
         // Several groups: a block per output and group.
