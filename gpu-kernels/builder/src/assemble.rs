@@ -97,6 +97,16 @@ impl std::fmt::Display for TargetStats {
 
 /// Runs `f` over `jobs` on every core, keeping the jobs' order.
 fn parallel<T: Sync, R: Send>(jobs: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    parallel_with(jobs, || (), |_, job| f(job))
+}
+
+/// [`parallel`] with a state of each worker's own, made once by `init` and passed to every
+/// job the worker runs (a compressor whose dictionary is loaded once, not once per job).
+fn parallel_with<T: Sync, S, R: Send>(
+    jobs: &[T],
+    init: impl Fn() -> S + Sync,
+    f: impl Fn(&mut S, &T) -> R + Sync,
+) -> Vec<R> {
     use std::sync::atomic::{AtomicUsize, Ordering};
     let threads = std::thread::available_parallelism().map_or(2, |n| n.get());
     let next = AtomicUsize::new(0);
@@ -104,11 +114,12 @@ fn parallel<T: Sync, R: Send>(jobs: &[T], f: impl Fn(&T) -> R + Sync) -> Vec<R> 
         let workers: Vec<_> = (0..threads.min(jobs.len()).max(1))
             .map(|_| {
                 s.spawn(|| {
+                    let mut state = init();
                     let mut done = Vec::new();
                     loop {
                         let i = next.fetch_add(1, Ordering::Relaxed);
                         let Some(job) = jobs.get(i) else { break };
-                        done.push((i, f(job)));
+                        done.push((i, f(&mut state, job)));
                     }
                     done
                 })
@@ -286,9 +297,17 @@ pub fn compress(code: &mut [TargetCode], meta: &str) -> Result<Vec<u8>, BuildErr
         };
         tc.stats.compressed_bytes = dict_frame.as_ref().map_or(0, |(f, _)| f.len() as u64);
         let t = w.add_target(tc.target, &tc.header, dict_frame);
-        let compressed = parallel(&tc.frames, |(_, raw)| {
-            compressor(dict.as_deref()).and_then(|mut c| Ok(c.compress(raw)?))
-        });
+        // One compressor per worker: zstd builds its level-19 tables over the dictionary
+        // when a compressor first uses it (most of a second for 2 MiB) and keeps them for
+        // the compressor's later frames, which come out the same as from a fresh one.
+        let compressed = parallel_with(
+            &tc.frames,
+            || compressor(dict.as_deref()),
+            |c, (_, raw)| match c {
+                Ok(c) => Ok(c.compress(raw)?),
+                Err(e) => Err(BuildError::from(std::io::Error::other(e.to_string()))),
+            },
+        );
         for ((family, raw), frame) in tc.frames.iter().zip(compressed) {
             let frame = frame?;
             tc.stats.compressed_bytes += frame.len() as u64;
@@ -413,6 +432,42 @@ mod tests {
                 ("__internal_trig_reduction_slowpathd".to_string(), 0, 0, 0)
             ]
         );
+    }
+
+    #[test]
+    fn a_reused_compressor_writes_the_frames_of_fresh_ones() {
+        // Kernel-like samples: a shared vocabulary, each sample its own mix of it.
+        let words = [
+            "ld.global.v4.u32",
+            "add.s32",
+            "st.shared.f32",
+            "bar.sync 0;",
+            "fma.rn",
+        ];
+        let samples: Vec<Vec<u8>> = (0..40u32)
+            .map(|i| {
+                (0..400u32)
+                    .map(|j| format!("{} %r{};\n", words[((i * 7 + j * 3) % 5) as usize], i ^ j))
+                    .collect::<String>()
+                    .into_bytes()
+            })
+            .collect();
+        let refs: Vec<&[u8]> = samples.iter().map(|v| v.as_slice()).collect();
+        let dict = train(&refs).expect("enough samples for a dictionary");
+        let fresh: Vec<Vec<u8>> = refs
+            .iter()
+            .map(|raw| {
+                compressor(Some(&dict))
+                    .and_then(|mut c| Ok(c.compress(raw)?))
+                    .expect("compress")
+            })
+            .collect();
+        let reused = parallel_with(
+            &refs,
+            || compressor(Some(&dict)).expect("compressor"),
+            |c, raw| c.compress(raw).expect("compress"),
+        );
+        assert_eq!(fresh, reused);
     }
 
     #[test]
