@@ -226,7 +226,8 @@ fn compressor(dict: Option<&[u8]>) -> Result<zstd::bulk::Compressor<'static>, Bu
 /// zstd's fastCover trainer with the zstd command line's parameters (d = 8, f = 20) and a
 /// fixed segment size k = 2000: on the built-in sm_90 cubins this gives 0.83 MB of frames
 /// against 2.1 MB with `zstd::dict::from_samples` (whose defaults pick k = 50 and a 120 KB
-/// dictionary). Training takes a fraction of a second and is deterministic.
+/// dictionary). Training is deterministic. Its last stage (entropy statistics) compresses
+/// every sample at level 19 on one thread, which takes minutes for a target's PTX.
 fn train(samples: &[&[u8]]) -> Option<Vec<u8>> {
     let total: usize = samples.iter().map(|s| s.len()).sum();
     if samples.len() < 8 || total < 64 * 1024 {
@@ -288,9 +289,13 @@ pub struct TargetCode {
 /// by `meta`; fills each target's compressed size.
 pub fn compress(code: &mut [TargetCode], meta: &str) -> Result<Vec<u8>, BuildError> {
     let mut w = Writer::new(meta);
-    for tc in code.iter_mut() {
+    // The targets' dictionaries train in parallel: each training runs on one thread, and
+    // its last stage compresses every sample at level 19.
+    let dicts = parallel(code, |tc| {
         let samples: Vec<&[u8]> = tc.frames.iter().map(|(_, b)| b.as_slice()).collect();
-        let dict = train(&samples);
+        train(&samples)
+    });
+    for (tc, dict) in code.iter_mut().zip(dicts) {
         let dict_frame = match &dict {
             Some(d) => Some((compressor(None)?.compress(d)?, d.len() as u32)),
             None => None,
@@ -413,6 +418,7 @@ pub fn build_code(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use strided_apply_image::Image;
 
     #[test]
     fn ptxas_reports_are_read() {
@@ -468,6 +474,45 @@ mod tests {
             |c, raw| c.compress(raw).expect("compress"),
         );
         assert_eq!(fresh, reused);
+    }
+
+    #[test]
+    fn compress_decodes_to_every_targets_frames_and_repeats_itself() {
+        let words = [
+            "ld.global.v4.u32",
+            "add.s32",
+            "st.shared.f32",
+            "bar.sync 0;",
+            "fma.rn",
+        ];
+        let frames = |t: u32| -> Vec<(String, Vec<u8>)> {
+            (0..24u32)
+                .map(|i| {
+                    let text: String = (0..300u32)
+                        .map(|j| format!("{} %r{};\n", words[((i * t + j) % 5) as usize], i ^ j))
+                        .collect();
+                    (format!("fam{i:02}"), text.into_bytes())
+                })
+                .collect()
+        };
+        let code = || {
+            [Target::cubin(90), Target::ptx(90), Target::cubin(80)]
+                .into_iter()
+                .zip([3, 5, 7])
+                .map(|(target, t)| target_code(target, "", frames(t), TargetStats::new(target)))
+                .collect::<Vec<_>>()
+        };
+        let bytes = compress(&mut code(), "meta").expect("compress");
+        assert_eq!(compress(&mut code(), "meta").expect("compress"), bytes);
+        let image = Image::parse(&bytes).expect("parse");
+        for (ti, t) in [3u32, 5, 7].into_iter().enumerate() {
+            let dict = image.dictionary(ti).expect("dictionary");
+            assert!(dict.is_some(), "target {ti} trained a dictionary");
+            for (name, raw) in frames(t) {
+                let f = image.family(&name).expect("family");
+                assert_eq!(image.decode(f, ti, dict.as_deref()).expect("decode"), raw);
+            }
+        }
     }
 
     #[test]
