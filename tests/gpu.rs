@@ -2295,6 +2295,24 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[500]),
             Some(Rows),
         ),
+        // Rows of up to 128 chunks (f32: 512 elements) pair slots `l` and `l + 64` and run
+        // the tree's 32-pair level across warps; the second one ends in a partial chunk.
+        case(
+            "short-rows-wide",
+            &[40, 512],
+            c(&[40, 512]),
+            &[1],
+            c(&[40]),
+            Some(Rows),
+        ),
+        case(
+            "short-rows-wide-partial",
+            &[33, 257],
+            c(&[33, 257]),
+            &[1],
+            c(&[33]),
+            Some(Rows),
+        ),
         case(
             "short-rows-2-kept-axes",
             &[7, 45, 33],

@@ -102,6 +102,18 @@ pub fn sync_threads() {
     unsafe { nvptx::_syncthreads() }
 }
 
+/// Threads per warp.
+pub const WARP: u32 = 32;
+
+/// Warp-wide barrier over all 32 lanes (`bar.warp.sync`): orders the lanes' shared-memory
+/// accesses before it against those after it, as [`sync_threads`] does for the block.
+#[inline(always)]
+pub fn sync_warp() {
+    // SAFETY: every lane of the warp reaches it (callers run it outside divergent code);
+    // it touches no memory itself (the asm's memory clobber keeps accesses on their side).
+    unsafe { core::arch::asm!("bar.warp.sync -1;", options(nostack)) }
+}
+
 /// `E` elements of `T` from `p` (16-byte aligned; `E * size_of::<T>()` a multiple of 16)
 /// as 16-byte `ld.global.v4` instructions in inline assembly. LLVM sees through a plain
 /// load: it narrows one whose lanes are partly unused (as in [`load_even`]) to scalar loads,

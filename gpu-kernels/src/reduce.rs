@@ -94,7 +94,7 @@ pub const fn row_shift(n: u32, w: u32) -> u32 {
     } else if chunks <= 1 {
         0
     } else {
-        32 - (chunks - 1).leading_zeros()
+        chunks.next_power_of_two().trailing_zeros()
     }
 }
 
@@ -740,7 +740,7 @@ pub use gpu::{cols, finals, rows};
 #[cfg(target_arch = "nvptx64")]
 mod gpu {
     use super::*;
-    use crate::device::{load_v4, shared_base, sync_threads, tile_thread};
+    use crate::device::{load_v4, shared_base, sync_threads, sync_warp, tile_thread, WARP};
 
     /// Folds position `i + j` of the `K` vectors `v` into `acc`, `j` in `from..W`.
     #[inline(always)]
@@ -791,6 +791,61 @@ mod gpu {
             sync_threads();
             s /= 2;
         }
+    }
+
+    /// The halving tree over the `1 << shift` slots of thread `tid`'s segment of the
+    /// block (slots `tid - slot ..+ 1 << shift`, `slot = tid % (1 << shift)`; the thread
+    /// holds its slot's value `v`; the first `used <= 1 << shift` slots take part), from
+    /// level `(1 << shift) / 2` down, pairing as [`tree`] does. Levels of at least
+    /// [`WARP`] pairs read other warps' slots: a block barrier before each. The lower
+    /// levels read only the lanes of the reader's warp (segments are aligned, and a
+    /// segment of at most `WARP` slots lies in one warp): a warp barrier before each. Slot
+    /// 0's thread returns the tree's value. Every thread of the block calls it with the
+    /// same `shift`; `shift <= SLOT_BITS`.
+    ///
+    /// # Safety
+    /// `sm` holds `SLOTS` accumulators of this block's shared memory; `tid < SLOTS`.
+    #[inline(always)]
+    unsafe fn segment_tree<R: Reduce<T>, T>(
+        op: &R,
+        sm: *mut R::Acc,
+        mut v: R::Acc,
+        tid: u32,
+        shift: u32,
+        used: u32,
+    ) -> R::Acc {
+        let slot = tid & ((1 << shift) - 1);
+        // SAFETY (every access below): `seg + slot + s` with `slot + s < 1 << shift`
+        // stays in the thread's segment, inside the `SLOTS` accumulators.
+        let seg = unsafe { sm.add((tid - slot) as usize) };
+        unsafe { *sm.add(tid as usize) = v };
+        let mut s = (1u32 << shift) / 2;
+        if s >= WARP {
+            sync_threads();
+        }
+        while s >= WARP {
+            if slot < s {
+                if slot + s < used {
+                    v = op.combine(v, unsafe { *seg.add((slot + s) as usize) });
+                }
+                unsafe { *seg.add(slot as usize) = v };
+            }
+            if s / 2 >= WARP {
+                sync_threads();
+            }
+            s /= 2;
+        }
+        while s >= 1 {
+            sync_warp();
+            if slot < s {
+                if slot + s < used {
+                    v = op.combine(v, unsafe { *seg.add((slot + s) as usize) });
+                }
+                unsafe { *seg.add(slot as usize) = v };
+            }
+            s /= 2;
+        }
+        v
     }
 
     /// The row kernel: block `b` reduces group `b % groups` of `SLOTS >> row_shift`
@@ -906,20 +961,14 @@ mod gpu {
                 SLOTS
             }
         };
-        // SAFETY: `tid < SLOTS`, the shared array's length.
-        unsafe { *sm.add(tid as usize) = acc };
-        sync_threads();
         // Each output's slots are `tid - slot ..+ 1 << shift`; its tree starts at the
         // half of that power of two (`used <= 1 << shift`: invariant 8), as the order's.
-        // SAFETY: every thread calls it with the same `shift`; `used <= 1 << shift` and
-        // the output's slots lie inside the shared array.
-        unsafe {
-            let seg = sm.add((tid - slot) as usize);
-            block_tree(&op, seg, used, (1 << shift) / 2, 1 << shift, slot)
-        };
+        // SAFETY: every thread calls it with the same `shift` (`<= SLOT_BITS`: invariant
+        // 8); `tid < SLOTS`, the shared array's length.
+        let v = unsafe { segment_tree(&op, sm, acc, tid, shift, used) };
         if live && slot == 0 {
             // SAFETY: invariants 3 and 4.
-            unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, *sm.add(tid as usize)) };
+            unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, v) };
         }
     }
 
