@@ -440,9 +440,9 @@ mod tests {
         );
     }
 
-    #[test]
-    fn a_reused_compressor_writes_the_frames_of_fresh_ones() {
-        // Kernel-like samples: a shared vocabulary, each sample its own mix of it.
+    /// A kernel-like sample: `lines` lines of a shared vocabulary, line `j` of sample `i`
+    /// taking word `(i * a + j * b) % 5`.
+    fn kernel_like(i: u32, lines: u32, a: u32, b: u32) -> Vec<u8> {
         let words = [
             "ld.global.v4.u32",
             "add.s32",
@@ -450,14 +450,15 @@ mod tests {
             "bar.sync 0;",
             "fma.rn",
         ];
-        let samples: Vec<Vec<u8>> = (0..40u32)
-            .map(|i| {
-                (0..400u32)
-                    .map(|j| format!("{} %r{};\n", words[((i * 7 + j * 3) % 5) as usize], i ^ j))
-                    .collect::<String>()
-                    .into_bytes()
-            })
-            .collect();
+        (0..lines)
+            .map(|j| format!("{} %r{};\n", words[((i * a + j * b) % 5) as usize], i ^ j))
+            .collect::<String>()
+            .into_bytes()
+    }
+
+    #[test]
+    fn a_reused_compressor_writes_the_frames_of_fresh_ones() {
+        let samples: Vec<Vec<u8>> = (0..40u32).map(|i| kernel_like(i, 400, 7, 3)).collect();
         let refs: Vec<&[u8]> = samples.iter().map(|v| v.as_slice()).collect();
         let dict = train(&refs).expect("enough samples for a dictionary");
         let fresh: Vec<Vec<u8>> = refs
@@ -478,21 +479,9 @@ mod tests {
 
     #[test]
     fn compress_decodes_to_every_targets_frames_and_repeats_itself() {
-        let words = [
-            "ld.global.v4.u32",
-            "add.s32",
-            "st.shared.f32",
-            "bar.sync 0;",
-            "fma.rn",
-        ];
         let frames = |t: u32| -> Vec<(String, Vec<u8>)> {
             (0..24u32)
-                .map(|i| {
-                    let text: String = (0..300u32)
-                        .map(|j| format!("{} %r{};\n", words[((i * t + j) % 5) as usize], i ^ j))
-                        .collect();
-                    (format!("fam{i:02}"), text.into_bytes())
-                })
+                .map(|i| (format!("fam{i:02}"), kernel_like(i, 300, t, 1)))
                 .collect()
         };
         let code = || {
