@@ -172,7 +172,7 @@ aligned_chunk!(Chunk8 8, Chunk4 4, Chunk2 2);
 /// Elements per thread-iteration of the vectorised variant, for operands of these sizes
 /// (output first): one 16-byte vector of the output. An input of narrower elements loads a
 /// smaller aligned vector (a `bf16` input of an `f32` output: 8 bytes), a wider one several
-/// vectors. CUDA C reference on the H200 (`benches/NOTES.md`, step 15): `bf16 → f32` 4025–4093
+/// vectors. CUDA C reference on the H200 (`benches/NOTES.md`, "Vectorised kernels"): `bf16 → f32` 4025–4093
 /// GB/s with 4 elements per thread against 3768–3792 with 8.
 pub const fn vec_width(sizes: &[usize]) -> usize {
     16 / sizes[0]

@@ -38,7 +38,7 @@ pub fn shared_base() -> *mut u8 {
 /// [`ld_shared_u32`] and [`st_shared_u32`]: accesses through it compile to shared-memory
 /// instructions with the constant part of the address as an immediate, where the generic
 /// pointer of [`shared_base`] left ptxas generic loads and stores and 64-bit address sums
-/// (`benches/NOTES.md`, step 30).
+/// (`benches/NOTES.md`, "Shared memory").
 #[inline(always)]
 pub fn shared_base32() -> u32 {
     let p: u32;

@@ -372,6 +372,30 @@ macro_rules! wrapper {
 }
 wrapper!(Update, InPlace);
 
+// The built-in stencils carry no scalars: run-time dispatch builds them from none.
+macro_rules! no_scalars {
+    ($($t:ty),*) => {$(
+        impl FromScalars for $t {
+            fn from_scalars(s: &[Scalar]) -> Option<Self> {
+                s.is_empty().then(Self::default)
+            }
+        }
+    )*};
+}
+no_scalars!(
+    crate::stencil::ForwardDiff,
+    crate::stencil::BackwardDiff,
+    crate::stencil::Laplacian2,
+    crate::stencil::Laplacian3
+);
+impl<const DX: i32, const DY: i32, const DZ: i32> FromScalars
+    for crate::stencil::Shift<DX, DY, DZ>
+{
+    fn from_scalars(s: &[Scalar]) -> Option<Self> {
+        s.is_empty().then_some(crate::stencil::Shift)
+    }
+}
+
 /// An op value built at run time: the op's bytes, then zeros. It is what the kernels take
 /// as their first parameter (an [`OpArg`]) for every op that fits (a const assertion in
 /// [`build`] checks it), and what the CPU twin's [`Row`] reads the op back from.

@@ -51,6 +51,7 @@ macro_rules! unrolled {
 pub mod apply;
 #[cfg(feature = "builtin")]
 pub mod builtin;
+mod cast;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod dispatch;
 pub mod elem;
@@ -152,7 +153,7 @@ impl TileShape {
 
 /// Tiles of `apply2` (one input: a permuted or transposed copy): 64 × 64, 16 values per
 /// thread. CUDA C references on the H200: 3863 GB/s for the permuted copy against 3579 with
-/// 32 × 32 tiles (`benches/NOTES.md`, step 11).
+/// 32 × 32 tiles (`benches/NOTES.md`, "Tiles").
 pub const TILE2: TileShape = TileShape {
     x: 64,
     y: 64,
@@ -172,7 +173,7 @@ pub const TILE3: TileShape = TileShape {
 /// of 32 × 16 threads, each thread moving pairs of elements along the operand's unit-stride
 /// axis as one 4-byte access (32 elements per thread), no stage swizzle. A tile spanning 128
 /// elements of the output's unit axis writes runs of 256 bytes. CUDA C references on the
-/// H200 (the bf16 permuted copy, `benches/NOTES.md` steps 26 and 28): 3760–3840 GB/s against
+/// H200 (the bf16 permuted copy, `benches/NOTES.md`, "Tiles"): 3760–3840 GB/s against
 /// 3545–3590 with [`TILE3_PAIRED`]'s 64 × 64, when phase 2 stores a row's 256 bytes in one
 /// round and the stage is not swizzled (the swizzle cost 8–16 % at two blocks per SM).
 pub const TILE2_PAIRED: TileShape = TileShape {
@@ -187,7 +188,7 @@ pub const TILE2_PAIRED: TileShape = TileShape {
 /// element per access a 2-byte tile issues twice the loads, stores and shared-memory
 /// accesses of an f32 tile for the same bytes; CUDA C references on the H200: bf16
 /// `A + Bᵀ` 4170–4181 GB/s paired against 3287–3294 with 32 × 32 element tiles
-/// (`benches/NOTES.md`, step 15).
+/// (`benches/NOTES.md`, "Tiles").
 pub const TILE3_PAIRED: TileShape = TileShape {
     x: 64,
     y: 64,

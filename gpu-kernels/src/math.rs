@@ -13,8 +13,8 @@
 //!   within one 16-bit ulp of the exact result. `fma` rounds twice (in `f32`, then to 16
 //!   bits), as PyTorch's opmath does; GPU and CPU still agree bit for bit.
 
+use crate::cast::CastFrom;
 use crate::narrow::{bf16, bf16_to_f32, f16, f16_to_f32, f32_to_bf16, f32_to_f16, NAN_BITS};
-use crate::ops::CastFrom;
 
 /// Arithmetic shared by every numeric element type. Integer arithmetic wraps; integer
 /// division by zero gives 0 (the GPU cannot raise, and both sides must agree). Literals

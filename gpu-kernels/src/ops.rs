@@ -6,9 +6,10 @@
 //! read-only, as in THCApply: an op gets `&mut` to its output element, so update ops such
 //! as [`Update`] read it, map ops only write it.
 
+pub use crate::cast::CastFrom;
 use crate::elem::Bool;
 use crate::math::{Float, Num, Signed};
-use crate::narrow::{bf16, f16, ToF32Odd};
+use crate::narrow::{bf16, f16};
 
 /// In-place op on one operand: `apply1`.
 #[diagnostic::on_unimplemented(
@@ -375,96 +376,6 @@ impl<Op: Accuracy> Accuracy for InPlace<Op> {
     const TOLERANCE: Tolerance = Op::TOLERANCE;
 }
 
-/// Conversion between element types, as Rust's `as` (float to int saturates, NaN to 0);
-/// to [`Bool`]: `x != 0`; from [`Bool`]: 0 or 1.
-pub trait CastFrom<A> {
-    fn cast_from(a: A) -> Self;
-}
-macro_rules! casts {
-    ($($from:ty),*) => { $( casts!(@row $from; f32, f64, i32, i64, u32, u8); )* };
-    (@row $from:ty; $($to:ty),*) => {$(
-        impl CastFrom<$from> for $to {
-            #[inline(always)] fn cast_from(a: $from) -> Self { a as $to }
-        }
-    )*};
-}
-casts!(f32, f64, i32, i64, u32, u8);
-macro_rules! bool_casts {
-    ($($t:ty),*) => {$(
-        impl CastFrom<$t> for Bool {
-            #[inline(always)] fn cast_from(a: $t) -> Self { Bool::from(a != (0 as $t)) }
-        }
-        impl CastFrom<Bool> for $t {
-            #[inline(always)] fn cast_from(a: Bool) -> Self { a.get() as u8 as $t }
-        }
-    )*};
-}
-bool_casts!(f32, f64, i32, i64, u32, u8);
-impl CastFrom<Bool> for Bool {
-    #[inline(always)]
-    fn cast_from(a: Bool) -> Self {
-        Bool::from(a.get())
-    }
-}
-/// Casts to and from the 16-bit floats: from them through `f32` (exact), to them rounded
-/// once to nearest even (wider sources through `f32` rounded to odd, see `narrow`); from
-/// the other 16-bit float through `f32`. To the same type the bits are kept as they are
-/// (a NaN keeps its payload and sign, as in PyTorch's copy): a copy moves words, where a
-/// round trip through `f32` cost five instructions per element (`benches/NOTES.md`, step 30).
-macro_rules! narrow_casts {
-    ($($h:ident / $other:ident),*) => {$(
-        narrow_casts!(@from $h; f32, f64, i32, i64, u32, u8, $other);
-        impl CastFrom<$h> for $h {
-            #[inline(always)] fn cast_from(a: $h) -> Self { a }
-        }
-        impl CastFrom<$h> for Bool {
-            #[inline(always)] fn cast_from(a: $h) -> Self { Bool::from(a.to_acc() != 0.0) }
-        }
-        impl CastFrom<Bool> for $h {
-            #[inline(always)] fn cast_from(a: Bool) -> Self { $h::from_acc(a.get() as u8 as f32) }
-        }
-        narrow_casts!(@to $h; f32, f64, i32, i64, u32, u8);
-    )*};
-    (@from $h:ident; $($src:ty),*) => {$(
-        impl CastFrom<$src> for $h {
-            #[inline(always)] fn cast_from(a: $src) -> Self { $h::from_acc(widen(a).to_f32_odd()) }
-        }
-    )*};
-    (@to $h:ident; $($dst:ty),*) => {$(
-        impl CastFrom<$h> for $dst {
-            #[inline(always)] fn cast_from(a: $h) -> Self { a.to_acc() as $dst }
-        }
-    )*};
-}
-narrow_casts!(f16 / bf16, bf16 / f16);
-
-/// A cast source as a type [`ToF32Odd`] rounds: 16-bit floats widen to `f32` (exactly).
-trait Widen {
-    type W: ToF32Odd;
-    fn widen(self) -> Self::W;
-}
-#[inline(always)]
-fn widen<A: Widen>(a: A) -> A::W {
-    a.widen()
-}
-macro_rules! widen_as_is {
-    ($($t:ty),*) => {$( impl Widen for $t { type W = $t; #[inline(always)] fn widen(self) -> $t { self } } )*};
-}
-widen_as_is!(f32, f64, i32, i64, u32, u8);
-impl Widen for f16 {
-    type W = f32;
-    #[inline(always)]
-    fn widen(self) -> f32 {
-        self.to_acc()
-    }
-}
-impl Widen for bf16 {
-    type W = f32;
-    #[inline(always)]
-    fn widen(self) -> f32 {
-        self.to_acc()
-    }
-}
 impl<O: CastFrom<A>, A> Op2<O, A> for Cast {
     #[inline(always)]
     fn apply(&self, out: &mut O, a: A) {

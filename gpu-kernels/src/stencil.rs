@@ -190,8 +190,8 @@ pub unsafe fn stencil<S: Stencil<T>, T: Copy, I: Index>(
 /// Threads of a tiled stencil block along x (one warp).
 pub const TILE_LANES: u32 = 32;
 /// Threads of a tiled stencil block across lines, by default (the host picks the block's
-/// `blockDim.y`). With `TILE_WALK` the fastest pair of a sweep on an H200 (benches/NOTES.md,
-/// step 21).
+/// `blockDim.y`). With `TILE_WALK` the fastest pair of a sweep on an H200 (`benches/NOTES.md`,
+/// "Stencils").
 pub const TILE_LINES: u32 = 4;
 /// y positions in one line (one thread walks them), by default (a kernel parameter).
 pub const TILE_WALK: u32 = 32;
@@ -436,28 +436,6 @@ impl<T: Num> Stencil<T> for Laplacian3 {
         let two = <T::Acc as Num>::ONE.add(<T::Acc as Num>::ONE);
         let six = two.add(two).add(two);
         T::from_acc(sum.sub(six.mul(at(0, 0, 0))))
-    }
-}
-
-// The built-in stencils carry no scalars: run-time dispatch builds them from none.
-#[cfg(not(target_arch = "nvptx64"))]
-macro_rules! no_scalars {
-    ($($t:ty),*) => {$(
-        impl crate::dispatch::FromScalars for $t {
-            fn from_scalars(s: &[crate::dispatch::Scalar]) -> Option<Self> {
-                s.is_empty().then(Self::default)
-            }
-        }
-    )*};
-}
-#[cfg(not(target_arch = "nvptx64"))]
-no_scalars!(ForwardDiff, BackwardDiff, Laplacian2, Laplacian3);
-#[cfg(not(target_arch = "nvptx64"))]
-impl<const DX: i32, const DY: i32, const DZ: i32> crate::dispatch::FromScalars
-    for Shift<DX, DY, DZ>
-{
-    fn from_scalars(s: &[crate::dispatch::Scalar]) -> Option<Self> {
-        s.is_empty().then_some(Shift)
     }
 }
 

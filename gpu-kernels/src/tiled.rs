@@ -420,7 +420,7 @@ fn pairs_fast<const N: usize, const X: u32, const Y: u32>(
 /// in registers. In a round, LLVM unrolls the loop of 16 values for a cheap op and keeps
 /// one copy of an expensive one (a loop of 32 values is one it does not unroll even for a
 /// copy: the values went to local memory). A round of rows rather than of column groups:
-/// in a CUDA C reference the latter was 2.5–3 % slower (`benches/NOTES.md`, step 28).
+/// in a CUDA C reference the latter was 2.5–3 % slower (`benches/NOTES.md`, "Tiles").
 ///
 /// # Safety
 /// As [`apply2_tiled`] with a paired [`tile_shape`](crate::tile_shape) of `X × Y` and `R`
