@@ -1,7 +1,7 @@
 // Hand-written CUDA C reference for issue #13's bf16 permuted copy (not part of the library):
 // in (64,64,128,256) -> permute(3,1,0,2) -> out (256,64,64,128), i.e.
 // out[p][q][s][u] = in[s][q][u][p]. Which tile shape and which block order reach 0.85 of the
-// ceiling? Step 15's pairs in 64 x 64 tiles gave 0.82 (narrow.cu, perm_pair).
+// ceiling? Pairs in 64 x 64 tiles gave 0.82 (narrow.cu, perm_pair).
 //   nvcc -O3 -arch=sm_90 -o permute16 permute16.cu && ./permute16    (JSON lines to stdout)
 //
 // A tile is TU x TP elements (u: the output's unit axis, 128 long; p: the input's, 256
@@ -80,7 +80,7 @@ int main() {
     report(name, 2.0 * bytes, median_ms(launch), (long long)d);
   };
   char nm[128];
-  // Orders, innermost first (hex digits): 0x3210 = u, p, q, s (step 15's); 0x2310 = u, p, s, q;
+  // Orders, innermost first (hex digits): 0x3210 = u, p, q, s (narrow.cu's); 0x2310 = u, p, s, q;
   // 0x2130 = u, s, p, q; 0x1320 = u, q, s, p; 0x2301 = p, u, s, q.
   const int orders[] = {0x3210, 0x2310, 0x2130, 0x1320, 0x2301};
 #define SHAPE(TU, TP, R)                                                                          \

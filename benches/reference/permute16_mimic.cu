@@ -1,7 +1,7 @@
 // CUDA C reference for issue #13 (not part of the library): why did the library's 128 x 128
-// paired tile lose 4-5 % on the bf16 permuted copy (NOTES step 27) where permute16.cu's won
-// 5 %? This kernel is permute16.cu's `perm` with the library's differences as switches, one
-// at a time and together:
+// paired tile lose 4-5 % on the bf16 permuted copy (benches/NOTES.md, "Tiles") where
+// permute16.cu's won 5 %? This kernel is permute16.cu's `perm` with the library's
+// differences as switches, one at a time and together:
 //   SWZ    the stage's XOR swizzle (word m of stage row p at m ^ (p / 32));
 //   ROUNDS phase 2 as a loop of rounds (not unrolled) instead of one unrolled sequence of
 //          every store: 1 a round per column group, each storing its rows (the library's);

@@ -1,8 +1,8 @@
 // Does the driver give a pool's cached memory back by itself when an allocation would
-// otherwise fail? (NOTES step 31; not part of the library.) With the default pool's release
-// threshold at UINT64_MAX: fill the device with 1 GiB cudaMallocAsync chunks until out of
-// memory, free them all and synchronise (the pool keeps them), then ask for one block of all
-// but 2 GiB; then trim the pool and ask again.
+// otherwise fail? (benches/NOTES.md, "The memory pool"; not part of the library.) With the
+// default pool's release threshold at UINT64_MAX: fill the device with 1 GiB cudaMallocAsync
+// chunks until out of memory, free them all and synchronise (the pool keeps them), then ask
+// for one block of all but 2 GiB; then trim the pool and ask again.
 //   nvcc -O3 -arch=sm_90 -o pool_oom pool_oom.cu && ./pool_oom
 #include <cstdint>
 #include "timing.cuh"

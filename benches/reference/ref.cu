@@ -162,7 +162,7 @@ __global__ void perm_tile(float* out, const float* in) {
     }
 }
 
-// ---- slice step 2: c[i][j] = A[i][2j] + B[i][j]; A is rows x 2cols ----
+// ---- slice with stride 2: c[i][j] = A[i][2j] + B[i][j]; A is rows x 2cols ----
 __global__ void slice_scalar(float* c, const float* a, const float* b, int rows, int cols) {
   size_t n = (size_t)rows * cols;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
