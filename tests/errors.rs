@@ -148,7 +148,7 @@ fn missing_driver_is_an_error_not_a_panic() {
     if strided_apply::driver_present() {
         // A GPU machine: the GPU test binary checks NoDevice instead.
         println!(
-            "driver present: NoDriver cannot be triggered here (tests/gpu.rs checks NoDevice)"
+            "driver present: NoDriver cannot be triggered here (tests/gpu/errors.rs checks NoDevice)"
         );
         assert!(!matches!(strided_apply::open(0), Err(Error::NoDriver(_))));
         return;

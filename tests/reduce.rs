@@ -8,7 +8,7 @@
 //! boundaries. Then: the result does not depend on the memory layout; integer and min/max
 //! results are exact; NaN propagates; reductions of nothing; accuracy against f64; the
 //! typed errors. (Output-shares-memory-with-input needs two views of one buffer, which
-//! safe host slices cannot express: `tests/gpu.rs` checks `Error::ReduceOverlap` with
+//! safe host slices cannot express: `tests/gpu/reduce.rs` checks `Error::ReduceOverlap` with
 //! device tensors.)
 //!
 //! The reference re-derives the op arithmetic too (it does not call the library's

@@ -2,7 +2,7 @@
 //! host plan) against a naive coordinate-by-coordinate reference, on contiguous,
 //! transposed, sliced, reversed and broadcast inputs and transposed outputs, every border
 //! included; plus the typed errors. (In-place refusal needs two views of one buffer,
-//! which safe host slices cannot express: `tests/gpu.rs` checks it with device tensors.) Inputs are small integers stored as floats, so any
+//! which safe host slices cannot express: `tests/gpu/stencil.rs` checks it with device tensors.) Inputs are small integers stored as floats, so any
 //! summation order gives the exact result and comparisons are exact.
 
 use strided_apply::gpu_kernels::stencil::{

@@ -546,59 +546,151 @@ fn cold_start(label: &str) -> Result<()> {
     Ok(())
 }
 
+/// What the command line asks for.
+struct Args {
+    /// `--quick`: smaller sizes.
+    quick: bool,
+    /// `--only NAME`: only the group NAME, or the groups with a case whose name contains NAME
+    /// (see `GROUPS`); the copy ceiling always runs.
+    only: Option<String>,
+    /// `--cold LABEL`: one cold start in this process, nothing else.
+    cold: Option<String>,
+    /// `--release-pool`: the driver's default release threshold (freed memory goes back at
+    /// every synchronisation) instead of the library's (the pool keeps it), for comparison.
+    release_pool: bool,
+}
+
+impl Args {
+    fn parse() -> Args {
+        let args: Vec<String> = std::env::args().collect();
+        let after = |flag: &str| args.iter().skip_while(|a| *a != flag).nth(1).cloned();
+        Args {
+            quick: args.iter().any(|a| a == "--quick"),
+            only: after("--only"),
+            cold: after("--cold"),
+            release_pool: args.iter().any(|a| a == "--release-pool"),
+        }
+    }
+}
+
+/// The device and the sizes every case group uses.
+struct Bench {
+    gpu: Gpu,
+    quick: bool,
+    only: Option<String>,
+    /// The side of the square matrices.
+    big: usize,
+    /// A dense `big × big` layout.
+    sq: Layout,
+}
+
+impl Bench {
+    /// Opens device 0 as `args` ask and says so on stderr.
+    fn open(args: &Args) -> Result<Bench> {
+        // Families load on their first launch, inside each case's warm-up.
+        let gpu = strided_apply::open(0)?;
+        if args.release_pool {
+            gpu.set_memory_cache_limit(0)?;
+        }
+        let queued = load_spin(&gpu)?;
+        eprintln!(
+            "bench: {} ({} SMs), pool {}, timing {}",
+            gpu.name(),
+            gpu.sm_count(),
+            if args.release_pool {
+                "releases"
+            } else {
+                "keeps"
+            },
+            if queued {
+                "queued behind a spin"
+            } else {
+                "around each call"
+            }
+        );
+        let big = if args.quick { 4096 } else { 16384 };
+        Ok(Bench {
+            gpu,
+            quick: args.quick,
+            only: args.only.clone(),
+            big,
+            sq: Layout::contiguous(&[big, big])?,
+        })
+    }
+
+    /// Whether `--only` selects `group` (see [`GROUPS`]).
+    fn wants(&self, group: &str) -> bool {
+        selected(self.only.as_deref(), group)
+    }
+}
+
+/// A runner of one or more case groups.
+type Run = fn(&Bench) -> Result<()>;
+/// The runners in the order they run, each with its groups (see [`GROUPS`]): a runner runs
+/// when `--only` selects one of its groups, and runs the selected ones only.
+const RUNS: &[(&[&str], Run)] = &[
+    (&["contiguous_add"], contiguous_add),
+    // Broadcast row, transposed operand and step-2 slice share the dense operand `a`.
+    (
+        &["broadcast_row", "transposed", "slice_step2"],
+        broadcast_transposed_sliced,
+    ),
+    (&["permute_copy"], permute_copy),
+    (&["cast"], casts),
+    (&["mixed"], mixed),
+    (&["divmul"], divmul),
+    (&["stencil"], stencils),
+    (&["reduce"], reductions),
+    (&["reduce_rows"], short_rows),
+    (&["tiny"], tiny),
+];
+
 fn main() -> Result<()> {
-    let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|a| a == "--quick");
-    // `--only NAME`: only the group NAME, or the groups with a case whose name contains NAME
-    // (see `GROUPS`); the copy ceiling always runs.
-    let only = args.iter().skip_while(|a| *a != "--only").nth(1).cloned();
-    let want = |group: &str| selected(only.as_deref(), group);
-    if let Some(label) = args.iter().skip_while(|a| *a != "--cold").nth(1) {
+    let args = Args::parse();
+    if let Some(label) = &args.cold {
         return cold_start(label);
     }
-    // Families load on their first launch, inside each case's warm-up.
-    let gpu = strided_apply::open(0)?;
-    // `--release-pool`: the driver's default release threshold (freed memory goes back at
-    // every synchronisation) instead of the library's (the pool keeps it), for comparison.
-    let release_pool = args.iter().any(|a| a == "--release-pool");
-    if release_pool {
-        gpu.set_memory_cache_limit(0)?;
-    }
-    let queued = load_spin(&gpu)?;
-    eprintln!(
-        "bench: {} ({} SMs), pool {}, timing {}",
-        gpu.name(),
-        gpu.sm_count(),
-        if release_pool { "releases" } else { "keeps" },
-        if queued {
-            "queued behind a spin"
-        } else {
-            "around each call"
+    let bench = Bench::open(&args)?;
+    copy_ceiling(&bench)?;
+    for (groups, run) in RUNS {
+        if groups.iter().any(|g| bench.wants(g)) {
+            run(&bench)?;
         }
-    );
-    let big = if quick { 4096 } else { 16384 };
+    }
+    Ok(())
+}
 
-    // Ceiling: 1 GiB device-to-device copy.
+/// Ceiling: 1 GiB device-to-device copy (every run), and the copy of the same bytes as the
+/// u8 broadcast row and the bf16 permuted copy when either runs.
+fn copy_ceiling(bench: &Bench) -> Result<()> {
+    let (gpu, quick) = (&bench.gpu, bench.quick);
     let n = if quick { 1 << 24 } else { 1 << 28 };
-    bench_d2d(&gpu, "d2d_copy", n, 1, rand_f32)?;
+    bench_d2d(gpu, "d2d_copy", n, 1, rand_f32)?;
     // A device-to-device copy of 256 MiB: the same bytes as the u8 broadcast row and the
     // bf16 permuted copy (2^28 bytes read, 2^28 written), the bound of a case that reads and
     // writes equal streams of that size (a copy of 1 GiB above runs longer, and its DRAM
     // sees the same read/write mix).
-    if want("broadcast_row") || want("permute_copy") {
-        bench_d2d(&gpu, "d2d_copy_same_bytes", n, 2, |x| x as u8)?;
+    if bench.wants("broadcast_row") || bench.wants("permute_copy") {
+        bench_d2d(gpu, "d2d_copy_same_bytes", n, 2, |x| x as u8)?;
     }
+    Ok(())
+}
+
+/// Contiguous add over sizes (f32), then f64, u8, bf16 and f16 over `big × big / 2` or
+/// `big × big` elements.
+fn contiguous_add(bench: &Bench) -> Result<()> {
+    let (gpu, quick, big) = (&bench.gpu, bench.quick, bench.big);
     // Contiguous add over sizes.
     let sizes: Vec<u32> = if quick {
         vec![12, 20, 24]
     } else {
         vec![12, 16, 20, 24, 26, 28]
     };
-    for p in sizes.into_iter().filter(|_| want("contiguous_add")) {
+    for p in sizes {
         let n = 1usize << p;
         let (a, b) = (dense(&[n], 2, rand_f32)?, dense(&[n], 3, rand_f32)?);
         bench3(
-            &gpu,
+            gpu,
             "contiguous_add",
             ops::Add,
             &a.layout.clone(),
@@ -607,362 +699,375 @@ fn main() -> Result<()> {
             f32::NAN,
         )?;
     }
-    let sq = Layout::contiguous(&[big, big])?;
     // f64 and u8 contiguous add.
-    if want("contiguous_add") {
-        let n = big * big / 2;
-        let (a, b) = (
-            dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?,
-            dense(&[n], 5, |x| (x >> 3) as f64 / 1e18)?,
-        );
-        bench3(
-            &gpu,
-            "contiguous_add",
-            ops::Add,
-            &a.layout.clone(),
-            &a,
-            &b,
-            f64::NAN,
-        )?;
-        let n = big * big;
-        let (a, b) = (
-            dense(&[n], 6, |x| x as u8)?,
-            dense(&[n], 7, |x| (x >> 8) as u8)?,
-        );
-        bench3(
-            &gpu,
-            "contiguous_add",
-            ops::Add,
-            &a.layout.clone(),
-            &a,
-            &b,
-            0x5a,
-        )?;
-        // bf16 and f16 over the same big × big elements (math in f32, rounded once).
-        let (a, b) = (dense(&[n], 30, rand_bf16)?, dense(&[n], 31, rand_bf16)?);
-        bench3(
-            &gpu,
-            "contiguous_add",
-            ops::Add,
-            &a.layout.clone(),
-            &a,
-            &b,
-            bf16::NAN,
-        )?;
-        let (a, b) = (dense(&[n], 32, rand_f16)?, dense(&[n], 33, rand_f16)?);
-        bench3(
-            &gpu,
-            "contiguous_add",
-            ops::Add,
-            &a.layout.clone(),
-            &a,
-            &b,
-            f16::NAN,
-        )?;
+    let n = big * big / 2;
+    let (a, b) = (
+        dense(&[n], 4, |x| x as f64 / u64::MAX as f64)?,
+        dense(&[n], 5, |x| (x >> 3) as f64 / 1e18)?,
+    );
+    bench3(
+        gpu,
+        "contiguous_add",
+        ops::Add,
+        &a.layout.clone(),
+        &a,
+        &b,
+        f64::NAN,
+    )?;
+    let n = big * big;
+    let (a, b) = (
+        dense(&[n], 6, |x| x as u8)?,
+        dense(&[n], 7, |x| (x >> 8) as u8)?,
+    );
+    bench3(
+        gpu,
+        "contiguous_add",
+        ops::Add,
+        &a.layout.clone(),
+        &a,
+        &b,
+        0x5a,
+    )?;
+    // bf16 and f16 over the same big × big elements (math in f32, rounded once).
+    let (a, b) = (dense(&[n], 30, rand_bf16)?, dense(&[n], 31, rand_bf16)?);
+    bench3(
+        gpu,
+        "contiguous_add",
+        ops::Add,
+        &a.layout.clone(),
+        &a,
+        &b,
+        bf16::NAN,
+    )?;
+    let (a, b) = (dense(&[n], 32, rand_f16)?, dense(&[n], 33, rand_f16)?);
+    bench3(
+        gpu,
+        "contiguous_add",
+        ops::Add,
+        &a.layout.clone(),
+        &a,
+        &b,
+        f16::NAN,
+    )?;
+    Ok(())
+}
+
+/// The groups `broadcast_row`, `transposed` and `slice_step2`, those selected: each adds a
+/// dense `big × big` f32 operand, made once for all three.
+fn broadcast_transposed_sliced(bench: &Bench) -> Result<()> {
+    let (gpu, big, sq) = (&bench.gpu, bench.big, &bench.sq);
+    let a = dense(&[big, big], 8, rand_f32)?;
+    if bench.wants("broadcast_row") {
+        let row = dense(&[1, big], 9, rand_f32)?;
+        bench3(gpu, "broadcast_row", ops::Add, sq, &a, &row, f32::NAN)?;
+        let a8 = dense(&[big, big], 10, |x| x as u8)?;
+        let row8 = dense(&[1, big], 11, |x| x as u8)?;
+        bench3(gpu, "broadcast_row", ops::Add, sq, &a8, &row8, 0x5a)?;
+        let a16 = dense(&[big, big], 34, rand_bf16)?;
+        let row16 = dense(&[1, big], 35, rand_bf16)?;
+        bench3(gpu, "broadcast_row", ops::Add, sq, &a16, &row16, bf16::NAN)?;
     }
-    // Broadcast row, transposed operand and step-2 slice share the dense operand `a`.
-    if want("broadcast_row") || want("transposed") || want("slice_step2") {
-        let a = dense(&[big, big], 8, rand_f32)?;
-        if want("broadcast_row") {
-            let row = dense(&[1, big], 9, rand_f32)?;
-            bench3(&gpu, "broadcast_row", ops::Add, &sq, &a, &row, f32::NAN)?;
-            let a8 = dense(&[big, big], 10, |x| x as u8)?;
-            let row8 = dense(&[1, big], 11, |x| x as u8)?;
-            bench3(&gpu, "broadcast_row", ops::Add, &sq, &a8, &row8, 0x5a)?;
-            let a16 = dense(&[big, big], 34, rand_bf16)?;
-            let row16 = dense(&[1, big], 35, rand_bf16)?;
-            bench3(
-                &gpu,
-                "broadcast_row",
-                ops::Add,
-                &sq,
-                &a16,
-                &row16,
-                bf16::NAN,
-            )?;
-        }
-        // Transposed operand: A + B^T.
-        if want("transposed") {
-            let bt = Operand {
-                host: random(big * big, 12, rand_f32),
-                layout: sq.transpose(0, 1)?,
-            };
-            bench3(&gpu, "transposed", ops::Add, &sq, &a, &bt, f32::NAN)?;
-            #[cfg(feature = "dispatch")]
-            bench3_dlpack(&gpu, "transposed_dlpack", &sq, &a, &bt)?;
-            let a16 = dense(&[big, big], 36, rand_bf16)?;
-            let bt16 = Operand {
-                host: random(big * big, 37, rand_bf16),
-                layout: sq.transpose(0, 1)?,
-            };
-            bench3(&gpu, "transposed", ops::Add, &sq, &a16, &bt16, bf16::NAN)?;
-        }
-        // Slice with step 2 as an operand: A[:, ::2] + B.
-        if want("slice_step2") {
-            let wide = Layout::contiguous(&[big, 2 * big])?;
-            let s2 = Operand {
-                host: random(2 * big * big, 13, rand_f32),
-                layout: wide.slice(1, None, None, 2)?,
-            };
-            bench3(&gpu, "slice_step2", ops::Add, &sq, &s2, &a, f32::NAN)?;
-        }
-    }
-    // Permuted copy: (64,64,128,256) permuted (3,1,0,2) into a dense tensor.
-    if want("permute_copy") {
-        let shape = if quick {
-            [16, 16, 32, 64]
-        } else {
-            [64, 64, 128, 256]
+    // Transposed operand: A + B^T.
+    if bench.wants("transposed") {
+        let bt = Operand {
+            host: random(big * big, 12, rand_f32),
+            layout: sq.transpose(0, 1)?,
         };
-        let src = dense(&shape, 14, rand_f32)?;
-        let perm = Operand {
-            layout: src.layout.permute(&[3, 1, 0, 2])?,
-            host: src.host,
-        };
-        let out = Layout::contiguous(perm.layout.shape())?;
-        bench_copy(&gpu, "permute_copy", &out, &perm, f32::NAN)?;
-        let src16 = dense(&shape, 38, rand_bf16)?;
-        let perm16 = Operand {
-            layout: src16.layout.permute(&[3, 1, 0, 2])?,
-            host: src16.host,
-        };
-        bench_copy(&gpu, "permute_copy", &out, &perm16, bf16::NAN)?;
-    }
-    // Contiguous casts, big × big elements, both ways between f32 and bf16.
-    if want("cast") {
-        let n = big * big;
-        let x = dense(&[n], 39, rand_f32)?;
-        bench_copy(&gpu, "cast", &x.layout.clone(), &x, bf16::NAN)?;
-        let x = dense(&[n], 40, rand_bf16)?;
-        bench_copy(&gpu, "cast", &x.layout.clone(), &x, f32::NAN)?;
-    }
-    // Mixed types: out_f32[big, big] = a_bf16[big, big] * b_f32, with b a broadcast row
-    // [1, big] and then dense [big, big].
-    if want("mixed") {
-        let a = dense(&[big, big], 41, rand_bf16)?;
-        let row = dense(&[1, big], 42, rand_f32)?;
-        let full = dense(&[big, big], 43, rand_f32)?;
-        for (case, b) in [("mixed_broadcast_row", &row), ("mixed_contiguous", &full)] {
-            bench3_typed(&gpu, case, "bf16*f32->f32", ops::Mul, &sq, &a, b, f32::NAN)?;
-        }
-    }
-    // Fused expression c = (a / 3) * (b / 7): one kernel against three (t = a / 3,
-    // u = b / 7, c = t * u, temporaries allocated once). Bytes are counted as 2 reads + 1
-    // write for both, so the GB/s ratio is the speed ratio.
-    if want("divmul") {
-        let n = if quick { 1 << 24 } else { 1 << 28 };
-        let (a, b) = (dense(&[n], 20, rand_f32)?, dense(&[n], 21, rand_f32)?);
-        let fused = gpu_kernels::fused::DivMul::new(3.0f32, 7.0);
-        bench3(
-            &gpu,
-            "fused_divmul",
-            fused,
-            &a.layout.clone(),
-            &a,
-            &b,
-            f32::NAN,
-        )?;
-        let da = DeviceTensor::from_slice(&gpu, &a.host, &[n])?;
-        let db = DeviceTensor::from_slice(&gpu, &b.host, &[n])?;
-        let mut t = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
-        let mut u = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
-        let mut c = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; n], &[n])?;
-        let three = |t: &mut DeviceTensor<f32>,
-                     u: &mut DeviceTensor<f32>,
-                     c: &mut DeviceTensor<f32>|
-         -> Result<()> {
-            api::apply2(
-                &gpu,
-                ops::Rhs {
-                    op: ops::Div,
-                    s: 3.0f32,
-                },
-                t,
-                &da,
-            )?;
-            api::apply2(
-                &gpu,
-                ops::Rhs {
-                    op: ops::Div,
-                    s: 7.0f32,
-                },
-                u,
-                &db,
-            )?;
-            api::apply3(&gpu, ops::Mul, c, t, u)
-        };
-        three(&mut t, &mut u, &mut c)?;
-        let got = c.to_vec(&gpu)?;
-        let mut want = vec![f32::NAN; n];
-        cpu::apply3(
-            fused,
-            (&mut want, &a.layout),
-            (&a.host, &a.layout),
-            (&b.host, &b.layout),
-        )?;
-        let check = check_label(&got, &want);
-        let ms = median_ms(&gpu, |_| three(&mut t, &mut u, &mut c))?;
-        report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
-    }
-    // Stencils: the 2-D Laplacian of a big × big f32 image and the 3-D one of a cube, x
-    // along the unit-stride axis (bytes: input read once + output written once).
-    if want("stencil") {
-        let op = gpu_kernels::stencil::Laplacian2;
-        bench_stencil(&gpu, "stencil_laplacian2", op, &[big, big], &[1, 0])?;
-        let side = if quick { 128 } else { 512 };
-        let op = gpu_kernels::stencil::Laplacian3;
-        bench_stencil(&gpu, "stencil_laplacian3", op, &[side; 3], &[2, 1, 0])?;
-    }
-    // Reductions (bytes: the input read once). Rows and columns of a big × big matrix, a
-    // whole 2^28-element vector into a 0-d output, and a permuted view reduced over two
-    // non-adjacent axes.
-    if want("reduce") {
-        let m = dense(&[big, big], 50, rand_f32)?;
-        bench_reduce(&gpu, "sum_dim1_f32", Sum, &[big], [&m], &[1], f32::NAN)?;
-        bench_reduce(&gpu, "sum_dim0_f32", Sum, &[big], [&m], &[0], f32::NAN)?;
-        bench_reduce(&gpu, "amax_dim1_f32", Amax, &[big], [&m], &[1], f32::NAN)?;
-        bench_reduce(&gpu, "argmax_dim1_f32", Argmax, &[big], [&m], &[1], -1i64)?;
-        drop(m);
-        let n = if quick { 1 << 24 } else { 1 << 28 };
-        let v = dense(&[n], 51, rand_f32)?;
-        bench_reduce(&gpu, "sum_all_f32", Sum, &[], [&v], &[0], f32::NAN)?;
-        bench_reduce(&gpu, "sumsq_all_f32", SumSq, &[], [&v], &[0], f32::NAN)?;
-        let w = dense(&[n], 54, rand_f32)?;
-        let sqdiff = MapReduce {
-            reduce: SumSq,
-            map: Sub,
-        };
-        bench_reduce(
-            &gpu,
-            "sqdiff_all_f32",
-            sqdiff,
-            &[],
-            [&v, &w],
-            &[0],
-            f32::NAN,
-        )?;
-        drop((v, w));
-        // (64,64,128,256) permuted (3,1,0,2) to (256,64,64,128), summed over axes 1 and 3.
-        let shape = if quick {
-            [16, 16, 32, 64]
-        } else {
-            [64, 64, 128, 256]
-        };
-        let src = dense(&shape, 52, rand_f32)?;
-        let perm = Operand {
-            layout: src.layout.permute(&[3, 1, 0, 2])?,
-            host: src.host,
-        };
-        let ps = perm.layout.shape();
-        let out = [ps[0], ps[2]];
-        bench_reduce(
-            &gpu,
-            "sum_perm13_f32",
-            Sum,
-            &out,
-            [&perm],
-            &[1, 3],
-            f32::NAN,
-        )?;
-        drop(perm);
-        let m16 = dense(&[big, big], 53, rand_bf16)?;
-        bench_reduce(&gpu, "sum_dim1_bf16", Sum, &[big], [&m16], &[1], bf16::NAN)?;
-    }
-    // Short rows: many outputs of 16, 128 or 512 elements each (a normalisation's statistics,
-    // a classifier's argmax), 2^28 elements in all (2^24 quick).
-    if want("reduce_rows") {
-        let total = if quick { 1 << 24 } else { 1 << 28 };
-        for (case, len) in [("sum_rows16_f32", 16), ("sum_rows128_f32", 128)] {
-            let m = dense(&[total / len, len], 55, rand_f32)?;
-            bench_reduce(&gpu, case, Sum, &[total / len], [&m], &[1], f32::NAN)?;
-            if len == 128 {
-                let case = "argmax_rows128_f32";
-                bench_reduce(&gpu, case, Argmax, &[total / len], [&m], &[1], -1i64)?;
-            }
-        }
-        let m16 = dense(&[total / 512, 512], 56, rand_bf16)?;
-        bench_reduce(
-            &gpu,
-            "sum_rows512_bf16",
-            Sum,
-            &[total / 512],
-            [&m16],
-            &[1],
-            bf16::NAN,
-        )?;
-    }
-    // Tiny tensor: host time per call, planning and launch included.
-    if want("tiny") {
-        let n = 1024;
-        let a = DeviceTensor::from_slice(&gpu, &random(n, 15, rand_f32), &[n])?;
-        let b = DeviceTensor::from_slice(&gpu, &random(n, 16, rand_f32), &[n])?;
-        let mut c = DeviceTensor::<f32>::zeros(&gpu, &[n])?;
-        for _ in 0..1000 {
-            api::apply3(&gpu, ops::Add, &mut c, &a, &b)?;
-        }
-        gpu.synchronize()?;
-        let calls = 20_000;
-        let t = Instant::now();
-        for _ in 0..calls {
-            api::apply3(&gpu, ops::Add, &mut c, &a, &b)?;
-        }
-        let host_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
-        gpu.synchronize()?;
-        let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
-        // Short bursts from an idle queue: host time alone, never throttled by a full
-        // launch queue waiting on the GPU. Median over bursts of 200 calls.
-        let typed_burst_us = burst_us(&gpu, || api::apply3(&gpu, ops::Add, &mut c, &a, &b))?;
-        // The driver's share: the same kernel and parameters through `cuLaunchKernel`
-        // directly, in the same bursts (no planning, no checks, no cache lookups).
-        let names = <ops::Add as Kernels3<f32, f32, f32>>::NAMES;
-        let f = gpu.kernel(names.module, names.vec)?;
-        let op = gpu_kernels::apply::OpArg::new(ops::Add);
-        // The kernel's second parameter is a `VecArg` (24 bytes): the driver copies that
-        // many bytes from its pointer, so it gets the whole struct, as `api::apply3` passes.
-        let count = gpu_kernels::apply::VecArg {
-            n: n as u64,
-            row: strided_apply::api::DIV_ONE,
-        };
-        let g = gpu_kernels::Geometry::<u32, 2, 3>::empty();
-        let ptrs = [c.buffer().addr(), a.buffer().addr(), b.buffer().addr()];
-        let mut args: [*mut std::ffi::c_void; 6] = [
-            &op as *const _ as *mut _,
-            &count as *const _ as *mut _,
-            &g as *const _ as *mut _,
-            &ptrs[0] as *const _ as *mut _,
-            &ptrs[1] as *const _ as *mut _,
-            &ptrs[2] as *const _ as *mut _,
-        ];
-        let stream = gpu.stream().cu_stream();
-        let raw_us = burst_us(&gpu, || {
-            // SAFETY: the parameters are those `api::apply3` passes to `add_f32_v` for these
-            // dense 1024-element tensors (16-byte aligned allocations).
-            unsafe {
-                strided_apply::cudarc::driver::result::launch_kernel(
-                    f.cu_function(),
-                    (1, 1, 1),
-                    (256, 1, 1),
-                    0,
-                    stream,
-                    &mut args,
-                )
-            }
-            .map_err(|source| strided_apply::Error::Launch {
-                kernel: names.vec,
-                source,
-            })
-        })?;
-        gpu.synchronize()?;
-        if c.to_vec(&gpu)? != cpu_sum(&a.to_vec(&gpu)?, &b.to_vec(&gpu)?) {
-            eprintln!("bench: raw launches gave a wrong sum");
-        }
-        println!(
-            "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{typed_burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
-        );
+        bench3(gpu, "transposed", ops::Add, sq, &a, &bt, f32::NAN)?;
         #[cfg(feature = "dispatch")]
-        tiny_dispatch_and_graph(&gpu, &mut c, &a, &b, typed_burst_us)?;
+        bench3_dlpack(gpu, "transposed_dlpack", sq, &a, &bt)?;
+        let a16 = dense(&[big, big], 36, rand_bf16)?;
+        let bt16 = Operand {
+            host: random(big * big, 37, rand_bf16),
+            layout: sq.transpose(0, 1)?,
+        };
+        bench3(gpu, "transposed", ops::Add, sq, &a16, &bt16, bf16::NAN)?;
+    }
+    // Slice with step 2 as an operand: A[:, ::2] + B.
+    if bench.wants("slice_step2") {
+        let wide = Layout::contiguous(&[big, 2 * big])?;
+        let s2 = Operand {
+            host: random(2 * big * big, 13, rand_f32),
+            layout: wide.slice(1, None, None, 2)?,
+        };
+        bench3(gpu, "slice_step2", ops::Add, sq, &s2, &a, f32::NAN)?;
     }
     Ok(())
+}
+
+/// Permuted copy: (64,64,128,256) permuted (3,1,0,2) into a dense tensor.
+fn permute_copy(bench: &Bench) -> Result<()> {
+    let (gpu, quick) = (&bench.gpu, bench.quick);
+    let shape = if quick {
+        [16, 16, 32, 64]
+    } else {
+        [64, 64, 128, 256]
+    };
+    let src = dense(&shape, 14, rand_f32)?;
+    let perm = Operand {
+        layout: src.layout.permute(&[3, 1, 0, 2])?,
+        host: src.host,
+    };
+    let out = Layout::contiguous(perm.layout.shape())?;
+    bench_copy(gpu, "permute_copy", &out, &perm, f32::NAN)?;
+    let src16 = dense(&shape, 38, rand_bf16)?;
+    let perm16 = Operand {
+        layout: src16.layout.permute(&[3, 1, 0, 2])?,
+        host: src16.host,
+    };
+    bench_copy(gpu, "permute_copy", &out, &perm16, bf16::NAN)?;
+    Ok(())
+}
+
+/// Contiguous casts, big × big elements, both ways between f32 and bf16.
+fn casts(bench: &Bench) -> Result<()> {
+    let (gpu, big) = (&bench.gpu, bench.big);
+    let n = big * big;
+    let x = dense(&[n], 39, rand_f32)?;
+    bench_copy(gpu, "cast", &x.layout.clone(), &x, bf16::NAN)?;
+    let x = dense(&[n], 40, rand_bf16)?;
+    bench_copy(gpu, "cast", &x.layout.clone(), &x, f32::NAN)?;
+    Ok(())
+}
+
+/// Mixed types: out_f32[big, big] = a_bf16[big, big] * b_f32, with b a broadcast row
+/// [1, big] and then dense [big, big].
+fn mixed(bench: &Bench) -> Result<()> {
+    let (gpu, big, sq) = (&bench.gpu, bench.big, &bench.sq);
+    let a = dense(&[big, big], 41, rand_bf16)?;
+    let row = dense(&[1, big], 42, rand_f32)?;
+    let full = dense(&[big, big], 43, rand_f32)?;
+    for (case, b) in [("mixed_broadcast_row", &row), ("mixed_contiguous", &full)] {
+        bench3_typed(gpu, case, "bf16*f32->f32", ops::Mul, sq, &a, b, f32::NAN)?;
+    }
+    Ok(())
+}
+
+/// Fused expression c = (a / 3) * (b / 7): one kernel against three (t = a / 3,
+/// u = b / 7, c = t * u, temporaries allocated once). Bytes are counted as 2 reads + 1
+/// write for both, so the GB/s ratio is the speed ratio.
+fn divmul(bench: &Bench) -> Result<()> {
+    let (gpu, quick) = (&bench.gpu, bench.quick);
+    let n = if quick { 1 << 24 } else { 1 << 28 };
+    let (a, b) = (dense(&[n], 20, rand_f32)?, dense(&[n], 21, rand_f32)?);
+    let fused = gpu_kernels::fused::DivMul::new(3.0f32, 7.0);
+    bench3(
+        gpu,
+        "fused_divmul",
+        fused,
+        &a.layout.clone(),
+        &a,
+        &b,
+        f32::NAN,
+    )?;
+    let da = DeviceTensor::from_slice(gpu, &a.host, &[n])?;
+    let db = DeviceTensor::from_slice(gpu, &b.host, &[n])?;
+    let mut t = DeviceTensor::<f32>::zeros(gpu, &[n])?;
+    let mut u = DeviceTensor::<f32>::zeros(gpu, &[n])?;
+    let mut c = DeviceTensor::from_slice(gpu, &vec![f32::NAN; n], &[n])?;
+    let three = |t: &mut DeviceTensor<f32>,
+                 u: &mut DeviceTensor<f32>,
+                 c: &mut DeviceTensor<f32>|
+     -> Result<()> {
+        api::apply2(
+            gpu,
+            ops::Rhs {
+                op: ops::Div,
+                s: 3.0f32,
+            },
+            t,
+            &da,
+        )?;
+        api::apply2(
+            gpu,
+            ops::Rhs {
+                op: ops::Div,
+                s: 7.0f32,
+            },
+            u,
+            &db,
+        )?;
+        api::apply3(gpu, ops::Mul, c, t, u)
+    };
+    three(&mut t, &mut u, &mut c)?;
+    let got = c.to_vec(gpu)?;
+    let mut want = vec![f32::NAN; n];
+    cpu::apply3(
+        fused,
+        (&mut want, &a.layout),
+        (&a.host, &a.layout),
+        (&b.host, &b.layout),
+    )?;
+    let check = check_label(&got, &want);
+    let ms = median_ms(gpu, |_| three(&mut t, &mut u, &mut c))?;
+    report("three_kernel_divmul", "f32", n, 3 * n * 4, ms, &check);
+    Ok(())
+}
+
+/// Stencils: the 2-D Laplacian of a big × big f32 image and the 3-D one of a cube, x
+/// along the unit-stride axis (bytes: input read once + output written once).
+fn stencils(bench: &Bench) -> Result<()> {
+    let (gpu, quick, big) = (&bench.gpu, bench.quick, bench.big);
+    let op = gpu_kernels::stencil::Laplacian2;
+    bench_stencil(gpu, "stencil_laplacian2", op, &[big, big], &[1, 0])?;
+    let side = if quick { 128 } else { 512 };
+    let op = gpu_kernels::stencil::Laplacian3;
+    bench_stencil(gpu, "stencil_laplacian3", op, &[side; 3], &[2, 1, 0])?;
+    Ok(())
+}
+
+/// Reductions (bytes: the input read once). Rows and columns of a big × big matrix, a
+/// whole 2^28-element vector into a 0-d output, and a permuted view reduced over two
+/// non-adjacent axes.
+fn reductions(bench: &Bench) -> Result<()> {
+    let (gpu, quick, big) = (&bench.gpu, bench.quick, bench.big);
+    let m = dense(&[big, big], 50, rand_f32)?;
+    bench_reduce(gpu, "sum_dim1_f32", Sum, &[big], [&m], &[1], f32::NAN)?;
+    bench_reduce(gpu, "sum_dim0_f32", Sum, &[big], [&m], &[0], f32::NAN)?;
+    bench_reduce(gpu, "amax_dim1_f32", Amax, &[big], [&m], &[1], f32::NAN)?;
+    bench_reduce(gpu, "argmax_dim1_f32", Argmax, &[big], [&m], &[1], -1i64)?;
+    drop(m);
+    let n = if quick { 1 << 24 } else { 1 << 28 };
+    let v = dense(&[n], 51, rand_f32)?;
+    bench_reduce(gpu, "sum_all_f32", Sum, &[], [&v], &[0], f32::NAN)?;
+    bench_reduce(gpu, "sumsq_all_f32", SumSq, &[], [&v], &[0], f32::NAN)?;
+    let w = dense(&[n], 54, rand_f32)?;
+    let sqdiff = MapReduce {
+        reduce: SumSq,
+        map: Sub,
+    };
+    bench_reduce(gpu, "sqdiff_all_f32", sqdiff, &[], [&v, &w], &[0], f32::NAN)?;
+    drop((v, w));
+    // (64,64,128,256) permuted (3,1,0,2) to (256,64,64,128), summed over axes 1 and 3.
+    let shape = if quick {
+        [16, 16, 32, 64]
+    } else {
+        [64, 64, 128, 256]
+    };
+    let src = dense(&shape, 52, rand_f32)?;
+    let perm = Operand {
+        layout: src.layout.permute(&[3, 1, 0, 2])?,
+        host: src.host,
+    };
+    let ps = perm.layout.shape();
+    let out = [ps[0], ps[2]];
+    bench_reduce(gpu, "sum_perm13_f32", Sum, &out, [&perm], &[1, 3], f32::NAN)?;
+    drop(perm);
+    let m16 = dense(&[big, big], 53, rand_bf16)?;
+    bench_reduce(gpu, "sum_dim1_bf16", Sum, &[big], [&m16], &[1], bf16::NAN)?;
+    Ok(())
+}
+
+/// Short rows: many outputs of 16, 128 or 512 elements each (a normalisation's statistics,
+/// a classifier's argmax), 2^28 elements in all (2^24 quick).
+fn short_rows(bench: &Bench) -> Result<()> {
+    let (gpu, quick) = (&bench.gpu, bench.quick);
+    let total = if quick { 1 << 24 } else { 1 << 28 };
+    for (case, len) in [("sum_rows16_f32", 16), ("sum_rows128_f32", 128)] {
+        let m = dense(&[total / len, len], 55, rand_f32)?;
+        bench_reduce(gpu, case, Sum, &[total / len], [&m], &[1], f32::NAN)?;
+        if len == 128 {
+            let case = "argmax_rows128_f32";
+            bench_reduce(gpu, case, Argmax, &[total / len], [&m], &[1], -1i64)?;
+        }
+    }
+    let m16 = dense(&[total / 512, 512], 56, rand_bf16)?;
+    bench_reduce(
+        gpu,
+        "sum_rows512_bf16",
+        Sum,
+        &[total / 512],
+        [&m16],
+        &[1],
+        bf16::NAN,
+    )?;
+    Ok(())
+}
+
+/// Tiny tensor: host time per call, planning and launch included.
+fn tiny(bench: &Bench) -> Result<()> {
+    let gpu = &bench.gpu;
+    let n = 1024;
+    let a = DeviceTensor::from_slice(gpu, &random(n, 15, rand_f32), &[n])?;
+    let b = DeviceTensor::from_slice(gpu, &random(n, 16, rand_f32), &[n])?;
+    let mut c = DeviceTensor::<f32>::zeros(gpu, &[n])?;
+    for _ in 0..1000 {
+        api::apply3(gpu, ops::Add, &mut c, &a, &b)?;
+    }
+    gpu.synchronize()?;
+    let calls = 20_000;
+    let t = Instant::now();
+    for _ in 0..calls {
+        api::apply3(gpu, ops::Add, &mut c, &a, &b)?;
+    }
+    let host_us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+    gpu.synchronize()?;
+    let us = t.elapsed().as_secs_f64() * 1e6 / calls as f64;
+    // Short bursts from an idle queue: host time alone, never throttled by a full
+    // launch queue waiting on the GPU. Median over bursts of 200 calls.
+    let typed_burst_us = burst_us(gpu, || api::apply3(gpu, ops::Add, &mut c, &a, &b))?;
+    // The driver's share (see `driver_launch_us`).
+    let raw_us = driver_launch_us(gpu, &c, &a, &b)?;
+    gpu.synchronize()?;
+    if c.to_vec(gpu)? != cpu_sum(&a.to_vec(gpu)?, &b.to_vec(gpu)?) {
+        eprintln!("bench: raw launches gave a wrong sum");
+    }
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{typed_burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
+    );
+    #[cfg(feature = "dispatch")]
+    tiny_dispatch_and_graph(gpu, &mut c, &a, &b, typed_burst_us)?;
+    Ok(())
+}
+
+/// The driver's share of a tiny add: host µs per call of the kernel `api::apply3` launches for
+/// `c = a + b` (dense, 1024 elements), through `cuLaunchKernel` directly with the same
+/// parameters, in the same bursts as [`burst_us`] (no planning, no checks, no cache lookups).
+fn driver_launch_us(
+    gpu: &Gpu,
+    c: &DeviceTensor<f32>,
+    a: &DeviceTensor<f32>,
+    b: &DeviceTensor<f32>,
+) -> Result<f64> {
+    let n = c.numel();
+    let names = <ops::Add as Kernels3<f32, f32, f32>>::NAMES;
+    let f = gpu.kernel(names.module, names.vec)?;
+    let op = gpu_kernels::apply::OpArg::new(ops::Add);
+    // The kernel's second parameter is a `VecArg` (24 bytes): the driver copies that
+    // many bytes from its pointer, so it gets the whole struct, as `api::apply3` passes.
+    let count = gpu_kernels::apply::VecArg {
+        n: n as u64,
+        row: strided_apply::api::DIV_ONE,
+    };
+    let g = gpu_kernels::Geometry::<u32, 2, 3>::empty();
+    let ptrs = [c.buffer().addr(), a.buffer().addr(), b.buffer().addr()];
+    let mut args: [*mut std::ffi::c_void; 6] = [
+        &op as *const _ as *mut _,
+        &count as *const _ as *mut _,
+        &g as *const _ as *mut _,
+        &ptrs[0] as *const _ as *mut _,
+        &ptrs[1] as *const _ as *mut _,
+        &ptrs[2] as *const _ as *mut _,
+    ];
+    let stream = gpu.stream().cu_stream();
+    burst_us(gpu, || {
+        // SAFETY: the parameters are those `api::apply3` passes to `add_f32_v` for these
+        // dense 1024-element tensors (16-byte aligned allocations).
+        unsafe {
+            strided_apply::cudarc::driver::result::launch_kernel(
+                f.cu_function(),
+                (1, 1, 1),
+                (256, 1, 1),
+                0,
+                stream,
+                &mut args,
+            )
+        }
+        .map_err(|source| strided_apply::Error::Launch {
+            kernel: names.vec,
+            source,
+        })
+    })
 }
 
 #[cfg(feature = "dispatch")]

@@ -1,5 +1,5 @@
 //! Random layouts for the property tests (tests/proptest.rs) and the GPU-against-CPU random
-//! run (tests/gpu.rs): plain functions of an [`Rng`], so a case is replayed from its seed.
+//! run (tests/gpu/apply.rs): plain functions of an [`Rng`], so a case is replayed from its seed.
 //!
 //! - [`random_case`]: an output and 0–3 inputs that a call must accept: rank 0–6 (sometimes
 //!   near the maximum), sizes including 0 and 1, permuted, padded and reversed strides,
