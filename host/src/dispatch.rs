@@ -370,13 +370,19 @@ impl DynOp {
         let (row, value) = (self.instance.row, self.value);
         // SAFETY: forwarded contract.
         unsafe {
-            run_layouts(layouts, data, sizes, |ptrs, steps, len| {
-                let mut p = [std::ptr::null_mut(); 4];
-                let mut s = [0isize; 4];
-                p[..N].copy_from_slice(&ptrs);
-                s[..N].copy_from_slice(&steps);
-                row(&value, len, p, s)
-            })
+            run_layouts(
+                std::array::from_fn(|k| OPERANDS[k]),
+                layouts,
+                data,
+                sizes,
+                |ptrs, steps, len| {
+                    let mut p = [std::ptr::null_mut(); 4];
+                    let mut s = [0isize; 4];
+                    p[..N].copy_from_slice(&ptrs);
+                    s[..N].copy_from_slice(&steps);
+                    row(&value, len, p, s)
+                },
+            )
         }
     }
 }

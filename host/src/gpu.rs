@@ -369,7 +369,7 @@ impl Gpu {
     /// caching allocator (and RMM's and TensorFlow's pools) keep theirs. The driver's own
     /// default is 0, which returns memory at every synchronisation; memory mapped again after
     /// large allocations were returned streamed up to 10 % slower in the bench
-    /// (`benches/NOTES.md`, "Memory pool"). The setting belongs to the device's pool, so it holds for every `Gpu` and every
+    /// (`benches/NOTES.md`, "The memory pool"). The setting belongs to the device's pool, so it holds for every `Gpu` and every
     /// library in the process that allocates from it. A no-op on a device without pools.
     ///
     /// ```no_run

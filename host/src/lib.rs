@@ -15,6 +15,7 @@
 //! | | [`reduce`] | reductions over any axes: plan, launch and CPU twin, one order on both |
 //! | | [`stencil`] | stencils: plan, launch and CPU twin |
 //! | | [`verify`] | GPU-against-CPU comparison of the apply functions |
+//! | | [`expr`] | expressions as data: builder, parser, programs, the CPU twin |
 //! | execution | `launch` | a plan's variant, geometry and kernel parameters; the apply launch |
 //! | | `operand` | operands typed at run time (`RawTensor`, host tensors), their checks and launch |
 //! | | `twin` | the CPU twin's engine: a plan walked with rayon |
@@ -37,6 +38,7 @@ pub mod dispatch;
 #[cfg(feature = "dispatch")]
 pub mod dlpack;
 pub mod error;
+pub mod expr;
 pub mod gpu;
 mod launch;
 pub mod layout;

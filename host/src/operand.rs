@@ -1,6 +1,6 @@
 //! Operands whose element type is known only at run time: [`RawTensor`] (a framework's
-//! device memory) and, for run-time dispatch's CPU twin, [`HostTensor`] and
-//! [`HostTensorMut`] (host bytes); their checks, the launch that the raw API and
+//! device memory) and, for the CPU twin of run-time dispatch and of expressions,
+//! [`HostTensor`] and [`HostTensorMut`] (host bytes); their checks, the launch that the raw API and
 //! run-time dispatch share, and the lookup of a family named at run time.
 
 use crate::alias::{check_aliasing, Region};
@@ -114,7 +114,6 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
     unsafe { launch_plan(gpu, names, op, &plan, t.map(|t| t.ptr), sizes, stream) }
 }
 
-#[cfg(feature = "dispatch")]
 /// A strided tensor over host bytes, for the CPU twin of run-time dispatch: the bytes hold
 /// elements of type `elem` (aligned for it), `layout` counts in elements from the start.
 #[derive(Clone, Copy, Debug)]
@@ -124,7 +123,6 @@ pub struct HostTensor<'a> {
     pub layout: &'a Layout,
 }
 
-#[cfg(feature = "dispatch")]
 /// The output of the CPU twin of run-time dispatch (see [`HostTensor`]).
 #[derive(Debug)]
 pub struct HostTensorMut<'a> {
@@ -133,7 +131,6 @@ pub struct HostTensorMut<'a> {
     pub layout: &'a Layout,
 }
 
-#[cfg(feature = "dispatch")]
 impl<'a> HostTensor<'a> {
     pub fn new(data: &'a [u8], elem: ElemType, layout: &'a Layout) -> Self {
         HostTensor { data, elem, layout }
@@ -159,7 +156,6 @@ impl<'a> HostTensor<'a> {
     }
 }
 
-#[cfg(feature = "dispatch")]
 impl<'a> HostTensorMut<'a> {
     pub fn new(data: &'a mut [u8], elem: ElemType, layout: &'a Layout) -> Self {
         HostTensorMut { data, elem, layout }

@@ -4,7 +4,7 @@
 //! host tensors, `nd`, reductions and stencils all run on it.
 
 use crate::alias::{check_aliasing, Region};
-use crate::error::Result;
+use crate::error::{Operand, Result};
 use crate::layout::Layout;
 use crate::plan::{plan, Plan};
 use gpu_kernels::dispatch;
@@ -112,13 +112,13 @@ unsafe fn walk<const N: usize>(
 /// allocation, initialised for the inputs; no input element is an output element, nothing
 /// else accesses the output's elements during the call, and `row` is sound on such runs.
 pub(crate) unsafe fn run_layouts<const N: usize>(
+    names: [Operand; N],
     layouts: [&Layout; N],
     data: [*mut u8; N],
     sizes: [usize; N],
     row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
 ) -> Result<()> {
-    const NAMES: [&str; 4] = ["out", "a", "b", "c"];
-    let plan: Plan<N> = plan(layouts, std::array::from_fn(|k| NAMES[k]))?;
+    let plan: Plan<N> = plan(layouts, names)?;
     let out = Region {
         operand: "out",
         buffer: data[0] as u64,
@@ -155,7 +155,7 @@ macro_rules! twin_apply {
             let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
             // SAFETY: the caller's contract.
             unsafe {
-                run_layouts([out.1 $(, $x.1)*], data, sizes, |ptrs, steps, len| {
+                run_layouts(["out" $(, stringify!($x))*], [out.1 $(, $x.1)*], data, sizes, |ptrs, steps, len| {
                     dispatch::$run::<Op, $o $(, $t)*>(op, len, ptrs, steps)
                 })
             }
@@ -167,3 +167,85 @@ twin_apply!(apply1_raw, Op1, run1, out: T, []);
 twin_apply!(apply2_raw, Op2, run2, out: O, [a: A]);
 twin_apply!(apply3_raw, Op3, run3, out: O, [a: A, b: B]);
 twin_apply!(apply4_raw, Op4, run4, out: O, [a: A, b: B, c: C]);
+
+/// Lanes the CPU twin interprets a program on at once.
+const PROGRAM_LANES: usize = 16;
+
+/// Reads one element of `size` bytes as zero-extended bits.
+///
+/// # Safety
+/// `p` points to a live, initialised element of `size` bytes, aligned for it.
+unsafe fn read_bits(p: *const u8, size: usize) -> u64 {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match size {
+            1 => *p as u64,
+            2 => p.cast::<u16>().read() as u64,
+            4 => p.cast::<u32>().read() as u64,
+            _ => p.cast::<u64>().read(),
+        }
+    }
+}
+
+/// Writes the low `size` bytes of `bits` as one element.
+///
+/// # Safety
+/// `p` points to a live element of `size` bytes, aligned for it, that nothing else
+/// accesses during the call.
+unsafe fn write_bits(p: *mut u8, size: usize, bits: u64) {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match size {
+            1 => *p = bits as u8,
+            2 => p.cast::<u16>().write(bits as u16),
+            4 => p.cast::<u32>().write(bits as u32),
+            _ => p.cast::<u64>().write(bits),
+        }
+    }
+}
+
+/// The CPU twin of an expression: plans `layouts` (output first, then the program's
+/// inputs in order), and over every run loads each input once, converts it to its math
+/// type, interprets `p` on [`PROGRAM_LANES`] lanes at a time and rounds the result once to
+/// the output's element type. `elems[k]` is operand `k`'s element type, `data[k]` the
+/// address its layout counts from.
+///
+/// # Safety
+/// As [`run_layouts`]: every offset each layout reaches from its `data` is an element of
+/// `elems[k]` in one live allocation (initialised for the inputs); no input element is an
+/// output element and nothing else accesses the output during the call. `p` was checked by
+/// the host (its loads name inputs `0..N - 1`).
+pub(crate) unsafe fn run_program<const N: usize>(
+    p: &strided_apply_expr::Program,
+    names: [Operand; N],
+    layouts: [&Layout; N],
+    data: [*mut u8; N],
+    elems: [gpu_kernels::elem::ElemType; N],
+) -> Result<()> {
+    use strided_apply_expr::{eval, value, Class, MAX_INPUTS};
+    let sizes: [usize; N] = std::array::from_fn(|k| elems[k].size());
+    let result = Class::from_code(p.result).unwrap_or(Class::F32);
+    // SAFETY: forwarded contract; each run's pointers and steps reach only elements the
+    // layouts reach.
+    unsafe {
+        run_layouts(names, layouts, data, sizes, |ptrs, steps, len| {
+            let mut i = 0;
+            while i < len {
+                let lanes = (len - i).min(PROGRAM_LANES);
+                let mut inputs = [[0u64; PROGRAM_LANES]; MAX_INPUTS];
+                for k in 1..N {
+                    for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
+                        let at = ptrs[k].offset((i + j) as isize * steps[k] * sizes[k] as isize);
+                        *lane = value::widen(elems[k], read_bits(at, sizes[k]));
+                    }
+                }
+                let r = eval::<PROGRAM_LANES>(p, &inputs);
+                for (j, &v) in r[..lanes].iter().enumerate() {
+                    let at = ptrs[0].offset((i + j) as isize * steps[0] * sizes[0] as isize);
+                    write_bits(at, sizes[0], value::narrow(result, v, elems[0]));
+                }
+                i += lanes;
+            }
+        })
+    }
+}

@@ -1,0 +1,1 @@
+//! Tests of expressions on the CPU twin (written next).
