@@ -87,26 +87,73 @@ impl Expr {
         Expr::op(Opcode::Div, vec![self, o.into()])
     }
 
-    /// The names of the inputs, in order of first appearance (left to right).
+    /// The names of the inputs, in order of first appearance (left to right). Shared
+    /// subtrees are visited once.
     pub fn names(&self) -> Vec<&str> {
         let mut out: Vec<&str> = Vec::new();
-        self.visit_names(&mut out);
+        let mut seen: std::collections::HashSet<*const Node> = Default::default();
+        let mut stack: Vec<&Expr> = vec![self];
+        while let Some(e) = stack.pop() {
+            if !seen.insert(Arc::as_ptr(&e.0)) {
+                continue;
+            }
+            match e.node() {
+                Node::Var(n) => {
+                    if !out.contains(&n.as_str()) {
+                        out.push(n);
+                    }
+                }
+                Node::Int(_) | Node::Float(_) | Node::Bool(_) => {}
+                // Children pushed last first, so the leftmost is visited next.
+                Node::Op(_, args) => stack.extend(args.iter().rev()),
+                Node::TrueDiv(a, b) => stack.extend([b, a]),
+                Node::Cast(a, _) => stack.push(a),
+            }
+        }
         out
     }
-    fn visit_names<'a>(&'a self, out: &mut Vec<&'a str>) {
-        match self.node() {
-            Node::Var(n) => {
-                if !out.contains(&n.as_str()) {
-                    out.push(n);
-                }
+
+    /// Whether the tree, its shared subtrees counted at every use (as code is emitted),
+    /// has more than `limit` nodes; stops counting at `limit + 1`.
+    pub(crate) fn more_nodes_than(&self, limit: usize) -> bool {
+        let mut count = 0;
+        let mut stack: Vec<&Expr> = vec![self];
+        while let Some(e) = stack.pop() {
+            count += 1;
+            if count > limit {
+                return true;
             }
-            Node::Int(_) | Node::Float(_) | Node::Bool(_) => {}
-            Node::Op(_, args) => args.iter().for_each(|a| a.visit_names(out)),
-            Node::TrueDiv(a, b) => {
-                a.visit_names(out);
-                b.visit_names(out);
+            match e.node() {
+                Node::Op(_, args) => stack.extend(args.iter()),
+                Node::TrueDiv(a, b) => stack.extend([a, b]),
+                Node::Cast(a, _) => stack.push(a),
+                _ => {}
             }
-            Node::Cast(a, _) => a.visit_names(out),
+        }
+        false
+    }
+}
+
+/// Dropping a deep tree without recursion (a parsed `a + a + … + a` is one level per term).
+impl Drop for Expr {
+    fn drop(&mut self) {
+        let mut stack: Vec<Expr> = Vec::new();
+        take_children(&mut self.0, &mut stack);
+        while let Some(mut e) = stack.pop() {
+            take_children(&mut e.0, &mut stack);
+            // `e` drops here with no children left (or shared ones, which stay alive).
+        }
+    }
+}
+
+/// Moves a uniquely owned node's children onto `stack`.
+fn take_children(node: &mut Arc<Node>, stack: &mut Vec<Expr>) {
+    if let Some(n) = Arc::get_mut(node) {
+        match std::mem::replace(n, Node::Bool(false)) {
+            Node::Op(_, args) => stack.extend(args),
+            Node::TrueDiv(a, b) => stack.extend([a, b]),
+            Node::Cast(a, _) => stack.push(a),
+            _ => {}
         }
     }
 }

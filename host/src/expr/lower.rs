@@ -138,7 +138,10 @@ struct Lower<'a> {
     n: usize,
     depth: usize,
     inputs: Vec<String>,
-    literals: Vec<u64>,
+    /// Every constant slot's value (scalars' slots hold 0 until bound).
+    consts: Vec<u64>,
+    /// The literals' slots, by value and math type.
+    literals: Vec<(u64, Class, usize)>,
     scalars: Vec<ScalarSlot>,
 }
 
@@ -170,6 +173,15 @@ impl Lower<'_> {
             Node::Cast(_, t) => strong(*t),
             Node::TrueDiv(a, b) => to_float(promote(self.ty(a)?, self.ty(b)?)),
             Node::Op(op, args) => {
+                if matches!(
+                    op,
+                    Opcode::Load | Opcode::Const | Opcode::Cast | Opcode::Narrow
+                ) {
+                    return Err(type_error(format!(
+                        "`{}` is not an op of the expression language",
+                        op.name()
+                    )));
+                }
                 if args.len() != op.arity() {
                     return Err(type_error(format!(
                         "`{}` takes {} operand(s), not {}",
@@ -218,17 +230,20 @@ impl Lower<'_> {
         let slot = match self
             .literals
             .iter()
-            .position(|&b| b == bits)
-            .filter(|&i| !self.scalars.iter().any(|s| s.slot as usize == i))
+            .find(|&&(b, c, _)| b == bits && c == class)
         {
-            Some(i) => i,
-            None => self.new_slot(bits)?,
+            Some(&(_, _, i)) => i,
+            None => {
+                let i = self.new_slot(bits)?;
+                self.literals.push((bits, class, i));
+                i
+            }
         };
         self.push(Opcode::Const, class, slot as u8)
     }
 
     fn new_slot(&mut self, bits: u64) -> Result<usize> {
-        let i = self.literals.len();
+        let i = self.consts.len();
         if i >= MAX_CONSTS {
             return Err(Error::ExprLimit {
                 what: "constants and scalars",
@@ -236,7 +251,7 @@ impl Lower<'_> {
                 got: i + 1,
             });
         }
-        self.literals.push(bits);
+        self.consts.push(bits);
         Ok(i)
     }
 
@@ -297,11 +312,34 @@ impl Lower<'_> {
                     self.push(Opcode::Const, want, slot as u8)
                 }
             },
-            Node::Int(x) => self.constant(from_i64(want, *x), want),
+            Node::Int(x) => {
+                // As PyTorch, an integer that does not fit the integer type it meets is an
+                // error (`uint8 + 300`), not a wrapped value.
+                let fits = match want {
+                    Class::I32 => i32::try_from(*x).is_ok(),
+                    Class::U32 => u32::try_from(*x).is_ok(),
+                    Class::U8 => u8::try_from(*x).is_ok(),
+                    _ => true,
+                };
+                if !fits {
+                    return Err(type_error(format!(
+                        "the literal {x} does not fit {}",
+                        want.elem().name()
+                    )));
+                }
+                self.constant(from_i64(want, *x), want)
+            }
             Node::Float(x) => self.constant(from_f64(want, *x), want),
             Node::Bool(b) => self.constant(convert(Class::Bool, want, *b as u64), want),
             Node::Cast(a, t) => {
-                let from = class(self.ty(a)?.elem)?;
+                let ty = self.ty(a)?;
+                // A weak operand (a literal or scalar) takes the target's math type at once
+                // (f64 for a 16-bit target, rounded once by `Narrow`), not f32 first.
+                let from = match (ty.weak, t) {
+                    (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Class::F64,
+                    (true, _) if category(ty.elem) > 0 => class(*t)?,
+                    _ => class(ty.elem)?,
+                };
                 self.emit(a, from)?;
                 match t {
                     ElemType::F16 | ElemType::BF16 => {
@@ -439,22 +477,38 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
             ),
         });
     }
+    // Every node emits at least one instruction: a larger tree (shared subtrees counted at
+    // every use) is over the limit, and is refused before anything recurses over it.
+    if e.more_nodes_than(MAX_INSTRS) {
+        return Err(Error::ExprLimit {
+            what: "instructions",
+            limit: MAX_INSTRS,
+            got: MAX_INSTRS + 1,
+        });
+    }
     let mut l = Lower {
         args,
         p: Program::default(),
         n: 0,
         depth: 0,
         inputs: Vec::new(),
+        consts: Vec::new(),
         literals: Vec::new(),
         scalars: Vec::new(),
     };
     let ty = l.ty(e)?;
-    let result = class(ty.elem)?;
-    l.emit(e, result)?;
     let out = out.unwrap_or(ty.elem);
     class(out)?;
+    // A weak result (literals and scalars only) is computed in the output's math type, as
+    // a weak value takes the type it meets (f64 for a 16-bit output: one rounding).
+    let result = match (ty.weak, out) {
+        (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Class::F64,
+        (true, _) if category(ty.elem) > 0 => class(out)?,
+        _ => class(ty.elem)?,
+    };
+    l.emit(e, result)?;
     let code = elem_code(out).ok_or_else(|| type_error(format!("output {}", out.name())))?;
-    for (i, &b) in l.literals.iter().enumerate() {
+    for (i, &b) in l.consts.iter().enumerate() {
         l.p.consts[i] = b;
     }
     l.p.len = l.n as u8;

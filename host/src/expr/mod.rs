@@ -83,6 +83,14 @@ impl Compiled {
     /// (as PyTorch's `uint8 + 300` is an error); a float rounds to a float type.
     pub fn bind(&self, scalars: &[(&str, Scalar)]) -> Result<Program> {
         let mut p = self.program;
+        for (i, (n, _)) in scalars.iter().enumerate() {
+            if scalars[..i].iter().any(|(m, _)| m == n) {
+                return Err(Error::ExprBind {
+                    name: n.to_string(),
+                    reason: "given twice".into(),
+                });
+            }
+        }
         for s in &self.scalars {
             let Some(&(_, v)) = scalars.iter().find(|(n, _)| *n == s.name) else {
                 return Err(Error::ExprBind {
@@ -188,14 +196,21 @@ fn scalar_bits(name: &str, kind: ScalarKind, class: Class, v: Scalar) -> Result<
                 class.elem().name()
             )));
         }
+        // One rounding into a float type, as `as` and integer literals.
         Ok(match class {
-            Class::F32 | Class::F64 => value::from_f64(class, x as f64),
+            Class::F32 => (x as f32).to_bits() as u64,
+            Class::F64 => (x as f64).to_bits(),
             _ => value::from_i64(class, x as i64),
         })
     };
     match v {
         Scalar::F64(x) => Ok(value::from_f64(class, x)),
         Scalar::I64(x) => int(x.into()),
+        // Beyond i64, the library's scalar conversion goes through f64 (rounding twice
+        // into f32): the same here, so `add_s` and `a + s` agree bit for bit.
+        Scalar::U64(x) if i64::try_from(x).is_err() && class.is_float() => {
+            Ok(value::from_f64(class, x as f64))
+        }
         Scalar::U64(x) => int(x.into()),
         Scalar::Bool(b) => Ok(value::convert(Class::Bool, class, b as u64)),
     }
