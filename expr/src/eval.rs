@@ -45,6 +45,22 @@ fn get<const K: usize>(s: &[Lanes<K>; MAX_DEPTH], i: usize) -> Lanes<K> {
     }
 }
 
+/// Input `i`, through constant indices (as [`get`]).
+#[inline(always)]
+fn load<const K: usize>(inputs: &[Lanes<K>; MAX_INPUTS], i: usize) -> Lanes<K> {
+    const { assert!(MAX_INPUTS == 8) };
+    match i & (MAX_INPUTS - 1) {
+        0 => inputs[0],
+        1 => inputs[1],
+        2 => inputs[2],
+        3 => inputs[3],
+        4 => inputs[4],
+        5 => inputs[5],
+        6 => inputs[6],
+        _ => inputs[7],
+    }
+}
+
 #[inline(always)]
 fn set<const K: usize>(s: &mut [Lanes<K>; MAX_DEPTH], i: usize, v: Lanes<K>) {
     match i & (MAX_DEPTH - 1) {
@@ -73,7 +89,7 @@ fn step<const K: usize>(
     let arity = op.arity();
     let at = d.wrapping_sub(arity);
     let v = match op {
-        Opcode::Load => inputs[ins.arg as usize % MAX_INPUTS],
+        Opcode::Load => load(inputs, ins.arg as usize),
         Opcode::Const => [p.consts[ins.arg as usize % MAX_CONSTS]; K],
         Opcode::Cast => {
             let from = Class::from_code(ins.arg).unwrap_or(class);
