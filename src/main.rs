@@ -102,7 +102,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let bytes = N * N * 4;
         let src = DeviceTensor::from_slice(g, &a, &[N * N])?;
         let dst = DeviceTensor::<f32>::zeros(g, &[N * N])?;
-        let ms = median_ms(g, || g.copy_buffer(dst.buffer(), src.buffer(), bytes))?;
+        let ms = median_ms(g, || dst.buffer().copy_from(g, src.buffer(), bytes))?;
         println!(
             "{:<16} {:>10} {:>12} {:>12.0} {:>10}",
             "d2d copy",

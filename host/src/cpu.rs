@@ -2,145 +2,15 @@
 //! run with rayon over host slices. Operands are `(slice, layout)` pairs; each layout is
 //! checked against its slice first, exactly as device views are.
 
-use crate::api::check_aliasing;
-use crate::api::Region;
 use crate::error::Result;
 use crate::layout::Layout;
-use crate::plan::{plan, Plan};
-use gpu_kernels::dispatch;
+use crate::twin::{apply1_raw, apply2_raw, apply3_raw, apply4_raw};
 use gpu_kernels::ops::{Op1, Op2, Op3, Op4};
-use gpu_kernels::{Elem, Geometry, MAX_DIMS};
-use rayon::prelude::*;
-
-/// Elements per rayon task; below two of these the walk stays on the calling thread.
-const CHUNK: u64 = 1 << 15;
-
-/// A raw pointer that may cross rayon tasks (this module's runs and the stencil twin).
-#[derive(Clone, Copy)]
-pub(crate) struct SendPtr<T>(pub(crate) *mut T);
-// SAFETY: used only where the planner proved that distinct linear indices reach distinct
-// output elements, so tasks over disjoint index ranges never touch the same element, and
-// inputs are only read (`for_each_row`'s runs, `stencil::apply_cpu`'s chunks).
-unsafe impl<T> Send for SendPtr<T> {}
-unsafe impl<T> Sync for SendPtr<T> {}
-impl<T> SendPtr<T> {
-    pub(crate) fn get(self) -> *mut T {
-        self.0
-    }
-}
-
-/// Calls `row(offsets, len)` for runs of `len` consecutive linear indices of the plan,
-/// where `offsets[k]` is operand `k`'s element offset from its base at the run's first index
-/// and the run walks the innermost collapsed dimension (see [`inner_steps`]). A run never
-/// crosses a row of the innermost dimension nor a rayon task's chunk. IndexToOffset (the
-/// kernels' own [`Geometry::offsets`]) runs once per run.
-fn for_each_row<const N: usize>(plan: &Plan<N>, row: impl Fn([isize; N], usize) + Sync) {
-    let g: Geometry<u64, MAX_DIMS, N> = plan.geometry();
-    let run = |lo: u64, hi: u64| {
-        if plan.ndim == 0 {
-            row([lo as isize; N], (hi - lo) as usize);
-            return;
-        }
-        let inner = plan.sizes[0];
-        let mut i = lo;
-        while i < hi {
-            let row_end = (i - i % inner + inner).min(hi);
-            row(g.offsets(i, plan.ndim), (row_end - i) as usize);
-            i = row_end;
-        }
-    };
-    if plan.numel < 2 * CHUNK {
-        run(0, plan.numel);
-    } else {
-        let chunks = plan.numel.div_ceil(CHUNK);
-        (0..chunks)
-            .into_par_iter()
-            .for_each(|c| run(c * CHUNK, ((c + 1) * CHUNK).min(plan.numel)));
-    }
-}
-
-/// Each operand's stride along a run of [`for_each_row`] (1 for every operand when the plan
-/// is contiguous).
-fn inner_steps<const N: usize>(plan: &Plan<N>) -> [isize; N] {
-    if plan.ndim == 0 {
-        [1; N]
-    } else {
-        std::array::from_fn(|k| plan.strides[k][0] as isize)
-    }
-}
-
-/// A host slice as an operand of the aliasing checks.
-pub(crate) fn region<'a, T>(operand: &'static str, data: &[T], layout: &'a Layout) -> Region<'a> {
-    Region {
-        operand,
-        buffer: data.as_ptr() as u64,
-        elem_size: size_of::<T>(),
-        layout,
-    }
-}
-
-/// Runs `row(ptrs, steps, len)` over the plan: `ptrs[k]` is operand `k`'s address at a
-/// run's first element (from `bases[k]`, the address of the element at `plan.base[k]`, and
-/// `sizes[k]` bytes per element) and `steps[k]` its stride along the run, in elements.
-///
-/// # Safety
-/// For every offset of the plan, `bases[k]` moved by it stays inside operand `k`'s
-/// allocation; distinct indices reach distinct output elements (runs of different tasks
-/// write disjoint elements), and the output does not overlap the inputs.
-unsafe fn walk<const N: usize>(
-    plan: &Plan<N>,
-    bases: [*mut u8; N],
-    sizes: [usize; N],
-    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
-) {
-    let bases = bases.map(SendPtr);
-    let steps = inner_steps(plan);
-    for_each_row(plan, |off: [isize; N], len: usize| {
-        // SAFETY: `off[k]` is an offset of the plan (the caller's bounds proof).
-        let ptrs =
-            std::array::from_fn(|k| unsafe { bases[k].get().offset(off[k] * sizes[k] as isize) });
-        row(ptrs, steps, len)
-    });
-}
-
-/// The CPU twin from buffer starts: plans `layouts` (output first), checks that the output
-/// does not overlap itself, and runs `row` over the plan ([`walk`]) from `data[k]`, the
-/// address operand `k`'s layout counts from (`sizes[k]` bytes per element).
-///
-/// # Safety
-/// Every offset each layout reaches, from its `data`, is an element of one live
-/// allocation, initialised for the inputs; no input element is an output element, nothing
-/// else accesses the output's elements during the call, and `row` is sound on such runs.
-pub(crate) unsafe fn run_layouts<const N: usize>(
-    layouts: [&Layout; N],
-    data: [*mut u8; N],
-    sizes: [usize; N],
-    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
-) -> Result<()> {
-    const NAMES: [&str; 4] = ["out", "a", "b", "c"];
-    let plan: Plan<N> = plan(layouts, std::array::from_fn(|k| NAMES[k]))?;
-    let out = Region {
-        operand: "out",
-        buffer: data[0] as u64,
-        elem_size: sizes[0],
-        layout: layouts[0],
-    };
-    // The caller keeps the inputs apart from the output; this proves the output does not
-    // overlap itself.
-    check_aliasing(&out, &[])?;
-    if plan.numel == 0 {
-        return Ok(());
-    }
-    let bases = std::array::from_fn(|k| data[k].wrapping_add(plan.base[k] * sizes[k]));
-    // SAFETY: the caller's bounds and aliasing proofs, and the output offsets are distinct
-    // per index (no internal overlap), so runs of different tasks write disjoint elements.
-    unsafe { walk(&plan, bases, sizes, row) };
-    Ok(())
-}
+use gpu_kernels::Elem;
 
 macro_rules! cpu_apply {
-    ($(#[$doc:meta])* $fn:ident, $raw:ident, $trait:ident, $run:ident, $n:literal, out: $o:ident,
-     [$($x:ident: $t:ident @ $k:literal),*]) => {
+    ($(#[$doc:meta])* $fn:ident, $raw:ident, $trait:ident, out: $o:ident,
+     [$($x:ident: $t:ident),*]) => {
         $(#[$doc])*
         pub fn $fn<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
             op: Op,
@@ -153,45 +23,24 @@ macro_rules! cpu_apply {
             // output (a unique borrow) cannot overlap the inputs (shared borrows).
             unsafe { $raw(op, (out.0.as_mut_ptr(), out.1) $(, ($x.0.as_ptr(), $x.1))*) }
         }
-
-        /// The CPU twin over pointers: the layouts' offsets count from each pointer.
-        ///
-        /// # Safety
-        /// Every offset each layout reaches, from its pointer, is an element of one live
-        /// allocation, initialised for the inputs; no input element is an output element,
-        /// and nothing else accesses the output's elements during the call.
-        pub(crate) unsafe fn $raw<Op: $trait<$o $(, $t)*>, $o: Elem $(, $t: Elem)*>(
-            op: Op,
-            out: (*mut $o, &Layout),
-            $($x: (*const $t, &Layout)),*
-        ) -> Result<()> {
-            let data = [out.0.cast::<u8>() $(, $x.0.cast::<u8>().cast_mut())*];
-            let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
-            // SAFETY: the caller's contract.
-            unsafe {
-                run_layouts([out.1 $(, $x.1)*], data, sizes, |ptrs, steps, len| {
-                    dispatch::$run::<Op, $o $(, $t)*>(op, len, ptrs, steps)
-                })
-            }
-        }
     };
 }
 
 cpu_apply!(
     /// CPU twin of [`apply1`](crate::api::apply1).
-    apply1, apply1_raw, Op1, run1, 1, out: T, []
+    apply1, apply1_raw, Op1, out: T, []
 );
 cpu_apply!(
     /// CPU twin of [`apply2`](crate::api::apply2).
-    apply2, apply2_raw, Op2, run2, 2, out: O, [a: A @ 1]
+    apply2, apply2_raw, Op2, out: O, [a: A]
 );
 cpu_apply!(
     /// CPU twin of [`apply3`](crate::api::apply3).
-    apply3, apply3_raw, Op3, run3, 3, out: O, [a: A @ 1, b: B @ 2]
+    apply3, apply3_raw, Op3, out: O, [a: A, b: B]
 );
 cpu_apply!(
     /// CPU twin of [`apply4`](crate::api::apply4).
-    apply4, apply4_raw, Op4, run4, 4, out: O, [a: A @ 1, b: B @ 2, c: C @ 3]
+    apply4, apply4_raw, Op4, out: O, [a: A, b: B, c: C]
 );
 
 #[cfg(test)]

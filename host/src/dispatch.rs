@@ -27,19 +27,20 @@
 //! - **What exists** is listed by [`instances`] (every `kernels!` line of every kernel crate
 //!   linked in: op id, element types output first, module and family). An op id or a type
 //!   combination that is not instantiated is a typed error that lists what is.
-//! - **Op ids** are the first name part of the `kernels!` line (README, "Run-time
-//!   dispatch"). Ops with scalars (`add_s`, `clamp`, `fill`, `axpy`, …) take them as
+//! - **Op ids** are the first name part of the `kernels!` line (`docs/frameworks.md`,
+//!   "Run-time dispatch"). Ops with scalars (`add_s`, `clamp`, `fill`, `axpy`, …) take them as
 //!   [`Scalar`]s, converted to the op's element type (floats round, integers must be exact).
 //! - **Cost**: [`DynOp::new`] finds the family (two FxHash lookups, skipped when this thread
 //!   found the same op last) and builds the op value; keep the `DynOp` to launch it again.
 //!   Neither allocates.
 
-use crate::api::check_aliasing;
-use crate::cpu::run_layouts;
-use crate::error::{Error, Operand, Result};
+use crate::alias::check_aliasing;
+use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
-use crate::raw::{checked_layouts, launch_raw, raw_regions, RawTensor, OPERANDS};
+use crate::operand::{checked_layouts, launch_raw, raw_regions, RawTensor, OPERANDS};
+pub use crate::operand::{HostTensor, HostTensorMut};
+use crate::twin::run_layouts;
 use cudarc::driver::sys::CUstream;
 pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
 use gpu_kernels::dispatch::{OpValue, INSTANCES};
@@ -47,42 +48,6 @@ use gpu_kernels::elem::ElemType;
 use rustc_hash::FxHashMap as HashMap;
 use std::cell::Cell;
 use std::sync::OnceLock;
-
-/// The one-type family of `op` over `elem` among `families` (stencils, reductions), whose
-/// id and element type `key` reads; `UnknownOp` (listing the ids) or `NotInstantiated`
-/// (listing the op's types) otherwise.
-pub(crate) fn find_one_type<F: 'static>(
-    families: impl Iterator<Item = &'static F>,
-    op: &str,
-    elem: ElemType,
-    key: impl Fn(&F) -> (&'static str, ElemType),
-) -> Result<&'static F> {
-    let mut known: Vec<&str> = Vec::new();
-    let mut available: Vec<&str> = Vec::new();
-    for f in families {
-        let (id, t) = key(f);
-        known.push(id);
-        if id == op {
-            if t == elem {
-                return Ok(f);
-            }
-            available.push(t.name());
-        }
-    }
-    if available.is_empty() {
-        known.sort_unstable();
-        known.dedup();
-        return Err(Error::UnknownOp {
-            op: op.to_string(),
-            known: known.join(", "),
-        });
-    }
-    Err(Error::NotInstantiated {
-        op: op.to_string(),
-        types: format!("{} inputs", elem.name()),
-        available: available.join(", "),
-    })
-}
 
 /// Every instantiated family of every kernel crate linked into the program.
 pub fn instances() -> impl Iterator<Item = &'static Instance> {
@@ -405,13 +370,19 @@ impl DynOp {
         let (row, value) = (self.instance.row, self.value);
         // SAFETY: forwarded contract.
         unsafe {
-            run_layouts(layouts, data, sizes, |ptrs, steps, len| {
-                let mut p = [std::ptr::null_mut(); 4];
-                let mut s = [0isize; 4];
-                p[..N].copy_from_slice(&ptrs);
-                s[..N].copy_from_slice(&steps);
-                row(&value, len, p, s)
-            })
+            run_layouts(
+                std::array::from_fn(|k| OPERANDS[k]),
+                layouts,
+                data,
+                sizes,
+                |ptrs, steps, len| {
+                    let mut p = [std::ptr::null_mut(); 4];
+                    let mut s = [0isize; 4];
+                    p[..N].copy_from_slice(&ptrs);
+                    s[..N].copy_from_slice(&steps);
+                    row(&value, len, p, s)
+                },
+            )
         }
     }
 }
@@ -483,62 +454,6 @@ impl std::ops::Deref for TypesBuf {
     type Target = [ElemType];
     fn deref(&self) -> &[ElemType] {
         &self.types[..self.len]
-    }
-}
-
-/// A strided tensor over host bytes, for the CPU twin of run-time dispatch: the bytes hold
-/// elements of type `elem` (aligned for it), `layout` counts in elements from the start.
-#[derive(Clone, Copy, Debug)]
-pub struct HostTensor<'a> {
-    pub data: &'a [u8],
-    pub elem: ElemType,
-    pub layout: &'a Layout,
-}
-
-/// The output of the CPU twin of run-time dispatch (see [`HostTensor`]).
-#[derive(Debug)]
-pub struct HostTensorMut<'a> {
-    pub data: &'a mut [u8],
-    pub elem: ElemType,
-    pub layout: &'a Layout,
-}
-
-impl<'a> HostTensor<'a> {
-    pub fn new(data: &'a [u8], elem: ElemType, layout: &'a Layout) -> Self {
-        HostTensor { data, elem, layout }
-    }
-
-    fn check(&self, operand: Operand, expected: ElemType) -> Result<()> {
-        if self.elem != expected {
-            return Err(Error::type_mismatch(operand, expected, self.elem));
-        }
-        let size = self.elem.size();
-        // Bounds first: a tensor without elements reads nothing, so its (possibly dangling,
-        // as an empty Vec's) pointer need not be aligned.
-        let reaches = self.layout.check_in(self.data.len() / size, operand)?;
-        let ptr = self.data.as_ptr() as u64;
-        if reaches.is_some() && !ptr.is_multiple_of(size as u64) {
-            return Err(Error::Misaligned {
-                operand,
-                ptr,
-                align: size,
-            });
-        }
-        Ok(())
-    }
-}
-
-impl<'a> HostTensorMut<'a> {
-    pub fn new(data: &'a mut [u8], elem: ElemType, layout: &'a Layout) -> Self {
-        HostTensorMut { data, elem, layout }
-    }
-
-    fn as_ref(&self) -> HostTensor<'_> {
-        HostTensor {
-            data: self.data,
-            elem: self.elem,
-            layout: self.layout,
-        }
     }
 }
 

@@ -35,11 +35,10 @@
 //! producer's tensor) until then; with a stream-ordered allocator (PyTorch's caching
 //! allocator, cudarc's pool) on the same stream, dropping right after queuing is safe.
 
-use crate::dispatch::HostTensor;
 use crate::error::{Error, Operand, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
-use crate::raw::RawTensor;
+use crate::operand::{HostTensor, HostTensorMut, RawTensor};
 use crate::tensor::DeviceTensor;
 use gpu_kernels::elem::ElemType;
 use gpu_kernels::Elem;
@@ -375,7 +374,7 @@ impl Dlpack {
         &'a mut self,
         layout: &'a mut Layout,
         operand: Operand,
-    ) -> Result<crate::dispatch::HostTensorMut<'a>> {
+    ) -> Result<HostTensorMut<'a>> {
         if self.read_only {
             return Err(Error::DlpackReadOnly { operand });
         }
@@ -383,7 +382,7 @@ impl Dlpack {
         // SAFETY: as in `host`; `&mut self` makes this the one view of the tensor made
         // through it.
         let data = unsafe { std::slice::from_raw_parts_mut(ptr as *mut u8, len) };
-        Ok(crate::dispatch::HostTensorMut::new(data, self.elem, layout))
+        Ok(HostTensorMut::new(data, self.elem, layout))
     }
 
     /// The lowest address the tensor reaches and the bytes up to its highest element, with

@@ -191,6 +191,24 @@ pub enum Error {
         device_id: i32,
         expected: String,
     },
+    #[error("expression syntax error at byte {pos}: {reason}")]
+    ExprSyntax { pos: usize, reason: String },
+    #[error("expression: unknown function `{name}` at byte {pos}; known: {known}")]
+    ExprUnknown {
+        name: String,
+        pos: usize,
+        known: String,
+    },
+    #[error("expression: {reason}")]
+    ExprType { reason: String },
+    #[error("expression: {what} {got} over the limit of {limit}")]
+    ExprLimit {
+        what: &'static str,
+        limit: usize,
+        got: usize,
+    },
+    #[error("expression argument `{name}`: {reason}")]
+    ExprBind { name: String, reason: String },
     #[error("{operand}: the DLPack producer marked this tensor read-only")]
     DlpackReadOnly { operand: Operand },
     #[error("op `{op}` takes {expected} input(s); {got} given")]

@@ -125,7 +125,7 @@ fn blocks_per_sm() -> u64 {
 
 /// Threads per block of the vectorised variant's one-chunk-per-thread launch, unless
 /// `STRIDED_APPLY_VEC_BLOCK` says otherwise. 128 against 256 on an H200 (`benches/NOTES.md`,
-/// step 32): bf16 and mixed broadcast rows +1–2 %, fused div-mul +1 %, 2^20–2^24-element
+/// "Vectorised kernels"): bf16 and mixed broadcast rows +1–2 %, fused div-mul +1 %, 2^20–2^24-element
 /// adds +2–12 %, the rest within ±0.3 %; 64 loses 10–40 % on the broadcast rows, the
 /// bf16 -> f32 cast and the mixed-type row.
 pub const VEC_BLOCK: u32 = 128;
@@ -200,7 +200,7 @@ impl std::fmt::Debug for Gpu {
     }
 }
 
-fn driver(what: &'static str) -> impl Fn(DriverError) -> Error {
+pub(crate) fn driver(what: &'static str) -> impl Fn(DriverError) -> Error {
     move |source| Error::Driver { what, source }
 }
 
@@ -368,8 +368,8 @@ impl Gpu {
     /// [`Gpu::new`] sets it to `u64::MAX`: freed tensors stay with the pool, as PyTorch's
     /// caching allocator (and RMM's and TensorFlow's pools) keep theirs. The driver's own
     /// default is 0, which returns memory at every synchronisation; memory mapped again after
-    /// large allocations were returned streamed up to 10 % slower in the bench (NOTES step
-    /// 31). The setting belongs to the device's pool, so it holds for every `Gpu` and every
+    /// large allocations were returned streamed up to 10 % slower in the bench
+    /// (`benches/NOTES.md`, "The memory pool"). The setting belongs to the device's pool, so it holds for every `Gpu` and every
     /// library in the process that allocates from it. A no-op on a device without pools.
     ///
     /// ```no_run
@@ -744,32 +744,6 @@ impl Gpu {
         end.synchronize()
             .map_err(driver("synchronizing an event"))?;
         start.elapsed_ms(&end).map_err(driver("reading an event"))
-    }
-
-    /// Device-to-device copy of `bytes` bytes between two buffers of this Gpu.
-    pub fn copy_buffer(
-        &self,
-        dst: &crate::tensor::DeviceBuffer,
-        src: &crate::tensor::DeviceBuffer,
-        bytes: usize,
-    ) -> Result<()> {
-        if bytes > dst.num_bytes() || bytes > src.num_bytes() {
-            return Err(Error::InvalidView {
-                operand: "copy",
-                reason: format!("{bytes} bytes do not fit the buffers"),
-            });
-        }
-        // SAFETY: both addresses belong to live allocations of this context of at least
-        // `bytes` bytes (checked above); the copy is ordered on this Gpu's stream.
-        unsafe {
-            cudarc::driver::result::memcpy_dtod_async(
-                dst.addr(),
-                src.addr(),
-                bytes,
-                self.stream.cu_stream(),
-            )
-        }
-        .map_err(driver("copying device memory"))
     }
 }
 

@@ -17,11 +17,11 @@
 //! # Ok::<(), strided_apply::Error>(())
 //! ```
 
-use crate::cpu::{apply1_raw, apply2_raw, apply3_raw, apply4_raw};
 use crate::error::{Error, Operand, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::tensor::DeviceTensor;
+use crate::twin::{apply1_raw, apply2_raw, apply3_raw, apply4_raw};
 use gpu_kernels::ops::{Op1, Op2, Op3, Op4};
 use gpu_kernels::Elem;
 use ndarray::{ArrayBase, ArrayD, Data, DataMut, Dimension, IxDyn, ShapeBuilder};

@@ -26,12 +26,13 @@
 //! # Ok::<(), strided_apply::Error>(())
 //! ```
 
-use crate::api::Region;
-use crate::cpu::{region, SendPtr};
+use crate::alias::{check_aliasing, Region};
 use crate::error::{Error, Operand, Result};
 use crate::gpu::{Gpu, LaunchShape};
+use crate::launch::DIV_ONE;
 use crate::layout::Layout;
 use crate::tensor::{oom_or, DeviceTensor};
+use crate::twin::{region, SendPtr};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::reduce::{
@@ -243,7 +244,7 @@ pub fn plan_reduce(
     };
     let groups = body::groups_used(n32, w);
     let outputs = out.numel() as u64;
-    let one = crate::api::DIV_ONE;
+    let one = DIV_ONE;
     let mut g = ReduceGeometry {
         n: n32,
         group_len: body::group_len(n32, w),
@@ -315,7 +316,7 @@ pub fn plan_reduce(
 
 /// Refuses an output that maps two outputs to one element or shares memory with an input.
 fn check_reduce_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
-    crate::api::check_aliasing(out, &[])?;
+    check_aliasing(out, &[])?;
     let Some(o) = out.byte_span()? else {
         return Ok(());
     };
@@ -768,8 +769,7 @@ pub use dynamic::{reduce_instances, DynReduce};
 #[cfg(feature = "dispatch")]
 mod dynamic {
     use super::*;
-    use crate::dispatch::find_one_type;
-    use crate::raw::RawTensor;
+    use crate::operand::{find_one_type, RawTensor};
     use gpu_kernels::dispatch::{ReduceInstance, REDUCTIONS};
     use gpu_kernels::elem::ElemType;
 
@@ -953,11 +953,11 @@ pub fn verify<S, T>(
     out: (&[OutOf<S, T, 1>], &Layout),
     input: (&[T], &Layout),
     axes: &[usize],
-) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, 1>>>>
+) -> Result<Option<crate::compare::Mismatch<OutOf<S, T, 1>>>>
 where
     S: ReduceKernels<T, 1>,
     T: Elem,
-    OutOf<S, T, 1>: crate::verify::Distance,
+    OutOf<S, T, 1>: crate::compare::Distance,
 {
     verify_n(gpu, op, out, [input], axes)
 }
@@ -969,11 +969,11 @@ pub fn verify_map<S, T>(
     out: (&[OutOf<S, T, 2>], &Layout),
     (a, b): (HostInput<'_, T>, HostInput<'_, T>),
     axes: &[usize],
-) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, 2>>>>
+) -> Result<Option<crate::compare::Mismatch<OutOf<S, T, 2>>>>
 where
     S: ReduceKernels<T, 2>,
     T: Elem,
-    OutOf<S, T, 2>: crate::verify::Distance,
+    OutOf<S, T, 2>: crate::compare::Distance,
 {
     verify_n(gpu, op, out, [a, b], axes)
 }
@@ -985,13 +985,13 @@ pub fn verify_n<S, T, const K: usize>(
     out: (&[OutOf<S, T, K>], &Layout),
     inputs: [(&[T], &Layout); K],
     axes: &[usize],
-) -> Result<Option<crate::verify::Mismatch<OutOf<S, T, K>>>>
+) -> Result<Option<crate::compare::Mismatch<OutOf<S, T, K>>>>
 where
     S: ReduceKernels<T, K>,
     T: Elem,
-    OutOf<S, T, K>: crate::verify::Distance,
+    OutOf<S, T, K>: crate::compare::Distance,
 {
-    crate::verify::with_inputs(
+    crate::compare::with_inputs(
         gpu,
         out,
         inputs,

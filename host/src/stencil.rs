@@ -24,13 +24,14 @@
 //! reads neighbours that other threads write (`a = shift(a) - a` would read values already
 //! overwritten). Such calls fail with [`Error::StencilOverlap`]; write into a new tensor.
 
-use crate::api::{params, Region};
-use crate::cpu::{region, SendPtr};
+use crate::alias::{check_aliasing, Region};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, LaunchShape};
+use crate::launch::params;
 use crate::layout::Layout;
 use crate::plan::MAX_GRID_THREADS;
 use crate::tensor::DeviceTensor;
+use crate::twin::{region, SendPtr};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::stencil::StencilNames;
@@ -163,7 +164,7 @@ pub fn plan_stencil(out: &Layout, input: &Layout, axes: &[usize]) -> Result<Sten
 /// Refuses any memory shared by the output and the input, and an output that maps two
 /// indices to one element.
 fn check_stencil_aliasing(out: &Region, input: &Region) -> Result<()> {
-    crate::api::check_aliasing(out, &[])?;
+    check_aliasing(out, &[])?;
     let (Some(o), Some(i)) = (out.byte_span()?, input.byte_span()?) else {
         return Ok(());
     };
@@ -341,8 +342,7 @@ pub use dynamic::{stencil_instances, DynStencil};
 #[cfg(feature = "dispatch")]
 mod dynamic {
     use super::*;
-    use crate::dispatch::find_one_type;
-    use crate::raw::RawTensor;
+    use crate::operand::{find_one_type, RawTensor};
     use gpu_kernels::dispatch::{OpValue, StencilInstance, STENCILS};
     use gpu_kernels::elem::ElemType;
 
@@ -467,14 +467,14 @@ mod dynamic {
 
 /// Runs a stencil on the GPU and on the CPU twin from the same buffer contents and returns
 /// the first element (of the whole output buffer) where they disagree.
-pub fn verify<S: StencilKernels<T>, T: crate::verify::Distance>(
+pub fn verify<S: StencilKernels<T>, T: crate::compare::Distance>(
     gpu: &Gpu,
     op: S,
     out: (&[T], &Layout),
     input: (&[T], &Layout),
     axes: &[usize],
-) -> Result<Option<crate::verify::Mismatch<T>>> {
-    crate::verify::with_inputs(
+) -> Result<Option<crate::compare::Mismatch<T>>> {
+    crate::compare::with_inputs(
         gpu,
         out,
         [input],

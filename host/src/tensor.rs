@@ -1,8 +1,9 @@
 //! Device tensors: a reference-counted device buffer plus a [`Layout`]. Views share the
 //! buffer; every view is checked against the buffer's length when it is made.
 
+use crate::alias::Region;
 use crate::error::{Error, Operand, Result};
-use crate::gpu::Gpu;
+use crate::gpu::{driver, Gpu};
 use crate::layout::Layout;
 use cudarc::driver::{CudaSlice, DevicePtr};
 use gpu_kernels::Elem;
@@ -53,6 +54,29 @@ impl DeviceBuffer {
     }
     pub fn is_empty(&self) -> bool {
         self.len == 0
+    }
+
+    /// Device-to-device copy of `bytes` bytes from `src` into this buffer, ordered on
+    /// `gpu`'s stream.
+    pub fn copy_from(&self, gpu: &Gpu, src: &DeviceBuffer, bytes: usize) -> Result<()> {
+        if bytes > self.num_bytes() || bytes > src.num_bytes() {
+            return Err(Error::InvalidView {
+                operand: "copy",
+                reason: format!("{bytes} bytes do not fit the buffers"),
+            });
+        }
+        // SAFETY: both addresses belong to live allocations of at least `bytes` bytes
+        // (checked above; a `DeviceBuffer` owns its allocation); the copy is ordered on
+        // `gpu`'s stream.
+        unsafe {
+            cudarc::driver::result::memcpy_dtod_async(
+                self.addr(),
+                src.addr(),
+                bytes,
+                gpu.stream().cu_stream(),
+            )
+        }
+        .map_err(driver("copying device memory"))
     }
 }
 
@@ -192,11 +216,11 @@ impl<T: Elem> DeviceTensor<T> {
     }
 
     /// Operand description for the planner's alias check.
-    pub(crate) fn region(&self, gpu: &Gpu, operand: Operand) -> Result<crate::api::Region<'_>> {
+    pub(crate) fn region(&self, gpu: &Gpu, operand: Operand) -> Result<Region<'_>> {
         if !self.buf.belongs_to(gpu) {
             return Err(Error::WrongDevice { operand });
         }
-        Ok(crate::api::Region {
+        Ok(Region {
             operand,
             buffer: self.buf.addr,
             elem_size: size_of::<T>(),
@@ -214,16 +238,11 @@ impl<T: Elem> DeviceTensor<T> {
         Ok(bytemuck::pod_collect_to_vec(&bytes[..n]))
     }
 
-    /// This view's elements in row-major order (Kamasu's `>>`).
-    pub fn to_vec(&self, gpu: &Gpu) -> Result<Vec<T>>
-    where
-        gpu_kernels::ops::Cast: gpu_kernels::Kernels2<T, T>,
-    {
+    /// The elements of a contiguous view, in order (the caller checked
+    /// `self.layout().is_contiguous()`; [`to_vec`](Self::to_vec) serves any view).
+    pub(crate) fn download_contiguous(&self, gpu: &Gpu) -> Result<Vec<T>> {
         if self.numel() == 0 {
             return Ok(Vec::new());
-        }
-        if !self.layout.is_contiguous() {
-            return self.contiguous(gpu)?.to_vec(gpu);
         }
         let start = self.layout.offset() * size_of::<T>();
         let view = self
@@ -235,15 +254,5 @@ impl<T: Elem> DeviceTensor<T> {
             .clone_dtoh(&view)
             .map_err(oom_or(0, "downloading"))?;
         Ok(bytemuck::pod_collect_to_vec(&bytes))
-    }
-
-    /// A dense copy on the device (a `Cast` kernel from `T` to `T`).
-    pub fn contiguous(&self, gpu: &Gpu) -> Result<Self>
-    where
-        gpu_kernels::ops::Cast: gpu_kernels::Kernels2<T, T>,
-    {
-        let mut out = DeviceTensor::<T>::zeros(gpu, self.shape())?;
-        crate::api::apply2(gpu, gpu_kernels::ops::Cast, &mut out, self)?;
-        Ok(out)
     }
 }

@@ -1,0 +1,367 @@
+//! The interpreter: `K` lanes (elements) at a time, one dispatch per instruction on its
+//! opcode and math type. Each operation is today's op of the same name (the op structs of
+//! `gpu_kernels::ops` on the math type), so a one-op program gives that op's bits.
+//!
+//! The stack is `MAX_DEPTH` slots of `K` lanes; slots are named by the depth the host
+//! recorded in each instruction, through a `match` over constant indices, so a GPU compiler
+//! can keep every slot in registers.
+
+use crate::ir::{elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS};
+use crate::value::{convert, narrow, widen, with_class, Math};
+use gpu_kernels::elem::Bool;
+use gpu_kernels::math::{Num, Signed};
+use gpu_kernels::ops::{self, Op2, Op3, Op4};
+
+/// `K` lanes of one value.
+pub type Lanes<const K: usize> = [u64; K];
+
+/// Runs `p` on `K` lanes. `inputs[i]` holds input `i` already in its math type
+/// ([`widen`](crate::value::widen)); the result is in the program's result class (round
+/// it to the output with [`narrow`](crate::value::narrow)).
+#[inline(always)]
+pub fn eval<const K: usize>(p: &Program, inputs: &[Lanes<K>; MAX_INPUTS]) -> Lanes<K> {
+    let mut s = [[0u64; K]; MAX_DEPTH];
+    let n = (p.len as usize).min(p.instrs.len());
+    let mut pc = 0;
+    while pc < n {
+        step(p, p.instrs[pc], &mut s, inputs);
+        pc += 1;
+    }
+    s[0]
+}
+
+#[inline(always)]
+fn get<const K: usize>(s: &[Lanes<K>; MAX_DEPTH], i: usize) -> Lanes<K> {
+    const { assert!(MAX_DEPTH == 8) };
+    match i & (MAX_DEPTH - 1) {
+        0 => s[0],
+        1 => s[1],
+        2 => s[2],
+        3 => s[3],
+        4 => s[4],
+        5 => s[5],
+        6 => s[6],
+        _ => s[7],
+    }
+}
+
+/// Input `i`, through constant indices (as [`get`]).
+#[inline(always)]
+fn load<const K: usize>(inputs: &[Lanes<K>; MAX_INPUTS], i: usize) -> Lanes<K> {
+    const { assert!(MAX_INPUTS == 8) };
+    match i & (MAX_INPUTS - 1) {
+        0 => inputs[0],
+        1 => inputs[1],
+        2 => inputs[2],
+        3 => inputs[3],
+        4 => inputs[4],
+        5 => inputs[5],
+        6 => inputs[6],
+        _ => inputs[7],
+    }
+}
+
+#[inline(always)]
+fn set<const K: usize>(s: &mut [Lanes<K>; MAX_DEPTH], i: usize, v: Lanes<K>) {
+    match i & (MAX_DEPTH - 1) {
+        0 => s[0] = v,
+        1 => s[1] = v,
+        2 => s[2] = v,
+        3 => s[3] = v,
+        4 => s[4] = v,
+        5 => s[5] = v,
+        6 => s[6] = v,
+        _ => s[7] = v,
+    }
+}
+
+#[inline(always)]
+fn step<const K: usize>(
+    p: &Program,
+    ins: Instr,
+    s: &mut [Lanes<K>; MAX_DEPTH],
+    inputs: &[Lanes<K>; MAX_INPUTS],
+) {
+    let (Some(op), Some(class)) = (Opcode::from_code(ins.op), Class::from_code(ins.class)) else {
+        return;
+    };
+    let d = ins.depth as usize;
+    let arity = op.arity();
+    let at = d.wrapping_sub(arity);
+    let v = match op {
+        Opcode::Load => load(inputs, ins.arg as usize),
+        Opcode::Const => [p.consts[ins.arg as usize % MAX_CONSTS]; K],
+        Opcode::Cast => {
+            let from = Class::from_code(ins.arg).unwrap_or(class);
+            let x = get(s, at);
+            core::array::from_fn(|j| convert(from, class, x[j]))
+        }
+        Opcode::Narrow => {
+            let x = get(s, at);
+            match elem_of_code(ins.arg) {
+                Some(e) => core::array::from_fn(|j| widen(e, narrow(class, x[j], e))),
+                None => x,
+            }
+        }
+        _ => match arity {
+            1 => {
+                let x = get(s, at);
+                with_class!(class, T => lanes1::<T, K>(op, &x))
+            }
+            2 => {
+                let (x, y) = (get(s, at), get(s, at.wrapping_add(1)));
+                with_class!(class, T => lanes2::<T, K>(op, &x, &y))
+            }
+            _ => {
+                let x = get(s, at);
+                let y = get(s, at.wrapping_add(1));
+                let z = get(s, at.wrapping_add(2));
+                with_class!(class, T => lanes3::<T, K>(op, &x, &y, &z))
+            }
+        },
+    };
+    set(s, at, v);
+}
+
+#[inline(always)]
+fn lanes1<T: Eval, const K: usize>(op: Opcode, x: &Lanes<K>) -> Lanes<K> {
+    core::array::from_fn(|j| T::unary(op, T::dec(x[j])).enc())
+}
+
+#[inline(always)]
+fn lanes2<T: Eval, const K: usize>(op: Opcode, x: &Lanes<K>, y: &Lanes<K>) -> Lanes<K> {
+    core::array::from_fn(|j| {
+        let (a, b) = (T::dec(x[j]), T::dec(y[j]));
+        if op.is_comparison() {
+            T::compare(op, a, b).enc()
+        } else {
+            T::binary(op, a, b).enc()
+        }
+    })
+}
+
+#[inline(always)]
+fn lanes3<T: Eval, const K: usize>(
+    op: Opcode,
+    x: &Lanes<K>,
+    y: &Lanes<K>,
+    z: &Lanes<K>,
+) -> Lanes<K> {
+    core::array::from_fn(|j| {
+        if op == Opcode::Where {
+            // The condition is bool; the values are of the class.
+            return if x[j] != 0 { y[j] } else { z[j] };
+        }
+        T::ternary(op, T::dec(x[j]), T::dec(y[j]), T::dec(z[j])).enc()
+    })
+}
+
+/// The operations of one math type. An opcode the type does not have (the host's type
+/// check keeps them out) gives the first operand unchanged.
+pub trait Eval: Math {
+    fn unary(op: Opcode, x: Self) -> Self;
+    fn binary(op: Opcode, x: Self, y: Self) -> Self;
+    fn compare(op: Opcode, x: Self, y: Self) -> Bool;
+    fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self;
+}
+
+#[inline(always)]
+fn op2<O: Op2<T, T>, T: Copy>(o: O, x: T) -> T {
+    let mut r = x;
+    o.apply(&mut r, x);
+    r
+}
+
+#[inline(always)]
+fn op3<O: Op3<T, T, T>, T: Copy>(o: O, x: T, y: T) -> T {
+    let mut r = x;
+    o.apply(&mut r, x, y);
+    r
+}
+
+#[inline(always)]
+fn cmp<O: Op3<Bool, T, T>, T: Copy>(o: O, x: T, y: T) -> Bool {
+    let mut r = Bool::FALSE;
+    o.apply(&mut r, x, y);
+    r
+}
+
+/// Comparisons and the ops every numeric type has, as today's op structs compute them.
+macro_rules! numeric_common {
+    ($op:ident, $x:ident, $y:ident) => {
+        match $op {
+            Opcode::Add => op3(ops::Add, $x, $y),
+            Opcode::Sub => op3(ops::Sub, $x, $y),
+            Opcode::Mul => op3(ops::Mul, $x, $y),
+            Opcode::Div => op3(ops::Div, $x, $y),
+            Opcode::Min => op3(ops::Min, $x, $y),
+            Opcode::Max => op3(ops::Max, $x, $y),
+            _ => numeric_common!(@more $op, $x, $y),
+        }
+    };
+    (@more $op:ident, $x:ident, $y:ident) => {
+        numeric_extra($op, $x, $y)
+    };
+}
+
+#[inline(always)]
+fn compare_num<T: Num>(op: Opcode, x: T, y: T) -> Bool {
+    match op {
+        Opcode::Eq => cmp(ops::Eq, x, y),
+        Opcode::Ne => cmp(ops::Ne, x, y),
+        Opcode::Lt => cmp(ops::Lt, x, y),
+        Opcode::Le => cmp(ops::Le, x, y),
+        Opcode::Gt => cmp(ops::Gt, x, y),
+        _ => cmp(ops::Ge, x, y),
+    }
+}
+
+#[inline(always)]
+fn ternary_num<T: Num>(op: Opcode, x: T, y: T, z: T) -> T {
+    match op {
+        Opcode::Fma => {
+            let mut r = x;
+            ops::Fma.apply(&mut r, x, y, z);
+            r
+        }
+        Opcode::Clamp => op2(ops::Clamp { lo: y, hi: z }, x),
+        _ => x,
+    }
+}
+
+macro_rules! float_eval {
+    ($($t:ty),*) => {$(
+        impl Eval for $t {
+            #[inline(always)]
+            fn unary(op: Opcode, x: Self) -> Self {
+                match op {
+                    Opcode::Neg => op2(ops::Neg, x),
+                    Opcode::Abs => op2(ops::Abs, x),
+                    Opcode::Relu => op2(ops::Relu, x),
+                    Opcode::Sqrt => op2(ops::Sqrt, x),
+                    Opcode::Rsqrt => op2(ops::Rsqrt, x),
+                    Opcode::Exp => op2(ops::Exp, x),
+                    Opcode::Log => op2(ops::Log, x),
+                    Opcode::Sin => op2(ops::Sin, x),
+                    Opcode::Cos => op2(ops::Cos, x),
+                    Opcode::Tanh => op2(ops::Tanh, x),
+                    Opcode::Sigmoid => op2(ops::Sigmoid, x),
+                    _ => x,
+                }
+            }
+            #[inline(always)]
+            fn binary(op: Opcode, x: Self, y: Self) -> Self {
+                match op {
+                    Opcode::Pow => op3(ops::Pow, x, y),
+                    _ => {
+                        #[inline(always)]
+                        fn numeric_extra(_op: Opcode, x: $t, _y: $t) -> $t { x }
+                        numeric_common!(op, x, y)
+                    }
+                }
+            }
+            #[inline(always)]
+            fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
+            #[inline(always)]
+            fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
+        }
+    )*};
+}
+float_eval!(f32, f64);
+
+macro_rules! int_eval {
+    ($($t:ty: $neg:expr, $abs:expr, $rem:expr;)*) => {$(
+        impl Eval for $t {
+            #[inline(always)]
+            fn unary(op: Opcode, x: Self) -> Self {
+                match op {
+                    Opcode::Neg => ($neg)(x),
+                    Opcode::Abs => ($abs)(x),
+                    Opcode::Relu => op2(ops::Relu, x),
+                    _ => x,
+                }
+            }
+            #[inline(always)]
+            fn binary(op: Opcode, x: Self, y: Self) -> Self {
+                #[inline(always)]
+                fn numeric_extra(op: Opcode, x: $t, y: $t) -> $t {
+                    match op {
+                        Opcode::Rem => ($rem)(x, y),
+                        _ => x,
+                    }
+                }
+                numeric_common!(op, x, y)
+            }
+            #[inline(always)]
+            fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
+            #[inline(always)]
+            fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
+        }
+    )*};
+}
+
+/// Python's `%` (the sign of the divisor), by zero 0.
+#[inline(always)]
+fn rem_signed<T: Num + Signed + RemOps>(x: T, y: T) -> T {
+    if y == T::ZERO {
+        return T::ZERO;
+    }
+    let r = x.wrapping_rem_(y);
+    if r != T::ZERO && ((r < T::ZERO) != (y < T::ZERO)) {
+        r.add(y)
+    } else {
+        r
+    }
+}
+
+/// Integer remainder that does not overflow (`MIN % -1` is 0).
+pub trait RemOps: Sized {
+    fn wrapping_rem_(self, y: Self) -> Self;
+}
+macro_rules! rem_ops {
+    ($($t:ty),*) => {$( impl RemOps for $t {
+        #[inline(always)] fn wrapping_rem_(self, y: Self) -> Self { self.wrapping_rem(y) }
+    } )*};
+}
+rem_ops!(i32, i64);
+
+int_eval! {
+    i32: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i32>;
+    i64: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i64>;
+    u32: u32::wrapping_neg, |x| x, |x: u32, y: u32| x.checked_rem(y).unwrap_or(0);
+    u8: u8::wrapping_neg, |x| x, |x: u8, y: u8| x.checked_rem(y).unwrap_or(0);
+}
+
+impl Eval for Bool {
+    #[inline(always)]
+    fn unary(op: Opcode, x: Self) -> Self {
+        match op {
+            Opcode::Not => Bool::from(!x.get()),
+            _ => x,
+        }
+    }
+    #[inline(always)]
+    fn binary(op: Opcode, x: Self, y: Self) -> Self {
+        match op {
+            Opcode::And => Bool::from(x.get() && y.get()),
+            Opcode::Or => Bool::from(x.get() || y.get()),
+            _ => x,
+        }
+    }
+    #[inline(always)]
+    fn compare(op: Opcode, x: Self, y: Self) -> Bool {
+        let (a, b) = (x.get(), y.get());
+        Bool::from(match op {
+            Opcode::Eq => a == b,
+            Opcode::Ne => a != b,
+            Opcode::Lt => !a & b,
+            Opcode::Le => a <= b,
+            Opcode::Gt => a & !b,
+            _ => a >= b,
+        })
+    }
+    #[inline(always)]
+    fn ternary(_op: Opcode, x: Self, _y: Self, _z: Self) -> Self {
+        x
+    }
+}

@@ -1,0 +1,281 @@
+//! The program format: math types, opcodes, instructions, and the program value that a
+//! kernel takes as a parameter.
+
+use gpu_kernels::elem::ElemType;
+
+/// Tensor inputs a program may read.
+pub const MAX_INPUTS: usize = 8;
+/// Constants (literals and run-time scalars) a program may hold.
+pub const MAX_CONSTS: usize = 16;
+/// Instructions in a program.
+pub const MAX_INSTRS: usize = 64;
+/// Values on the stack at once (a power of two: stack slots are indexed modulo it).
+pub const MAX_DEPTH: usize = 8;
+
+/// A math type: the type an instruction computes in. 16-bit floats compute in `F32` (their
+/// loads widen exactly, the store rounds once); every other element type is its own math
+/// type, so integer programs wrap at their own width, as today's ops do.
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Class {
+    F32 = 0,
+    F64 = 1,
+    I32 = 2,
+    I64 = 3,
+    U32 = 4,
+    U8 = 5,
+    Bool = 6,
+}
+
+impl Class {
+    /// Every math type, in code order.
+    pub const ALL: [Class; 7] = [
+        Class::F32,
+        Class::F64,
+        Class::I32,
+        Class::I64,
+        Class::U32,
+        Class::U8,
+        Class::Bool,
+    ];
+
+    /// The math type of an element type, `None` for one programs do not cover yet.
+    pub const fn of(e: ElemType) -> Option<Class> {
+        Some(match e {
+            ElemType::F32 | ElemType::F16 | ElemType::BF16 => Class::F32,
+            ElemType::F64 => Class::F64,
+            ElemType::I32 => Class::I32,
+            ElemType::I64 => Class::I64,
+            ElemType::U32 => Class::U32,
+            ElemType::U8 => Class::U8,
+            ElemType::Bool => Class::Bool,
+            _ => return None,
+        })
+    }
+
+    /// The element type that holds this math type's values exactly.
+    pub const fn elem(self) -> ElemType {
+        match self {
+            Class::F32 => ElemType::F32,
+            Class::F64 => ElemType::F64,
+            Class::I32 => ElemType::I32,
+            Class::I64 => ElemType::I64,
+            Class::U32 => ElemType::U32,
+            Class::U8 => ElemType::U8,
+            Class::Bool => ElemType::Bool,
+        }
+    }
+
+    pub const fn from_code(c: u8) -> Option<Class> {
+        if (c as usize) < Class::ALL.len() {
+            Some(Class::ALL[c as usize])
+        } else {
+            None
+        }
+    }
+
+    pub const fn is_float(self) -> bool {
+        matches!(self, Class::F32 | Class::F64)
+    }
+
+    pub const fn is_signed(self) -> bool {
+        matches!(self, Class::F32 | Class::F64 | Class::I32 | Class::I64)
+    }
+}
+
+/// Element types as they are coded in a [`Program`] (input and output types).
+pub const ELEMS: [ElemType; 9] = [
+    ElemType::F32,
+    ElemType::F64,
+    ElemType::I32,
+    ElemType::I64,
+    ElemType::U32,
+    ElemType::U8,
+    ElemType::Bool,
+    ElemType::F16,
+    ElemType::BF16,
+];
+
+/// The code of an element type in [`ELEMS`], `None` for one programs do not cover yet.
+pub fn elem_code(e: ElemType) -> Option<u8> {
+    ELEMS.iter().position(|&x| x == e).map(|i| i as u8)
+}
+
+/// The element type of a code, `None` for a code that is not one.
+pub const fn elem_of_code(c: u8) -> Option<ElemType> {
+    if (c as usize) < ELEMS.len() {
+        Some(ELEMS[c as usize])
+    } else {
+        None
+    }
+}
+
+macro_rules! opcodes {
+    ($($(#[$m:meta])* $name:ident = $arity:literal, $text:literal;)*) => {
+        /// What an instruction does. The list is the op set of the expression language; each
+        /// opcode computes as today's op of the same name does, in the instruction's
+        /// [`Class`].
+        #[repr(u8)]
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub enum Opcode { $($(#[$m])* $name),* }
+
+        impl Opcode {
+            /// Every opcode, in code order.
+            pub const ALL: &'static [Opcode] = &[$(Opcode::$name),*];
+
+            /// Values the instruction pops (it pushes one).
+            pub const fn arity(self) -> usize {
+                match self { $(Opcode::$name => $arity),* }
+            }
+
+            /// Its name in the expression language (`load` and `const` have no name there).
+            pub const fn name(self) -> &'static str {
+                match self { $(Opcode::$name => $text),* }
+            }
+        }
+    };
+}
+
+opcodes! {
+    /// Push input `arg` (loaded once per element, in its math type).
+    Load = 0, "load";
+    /// Push constant `arg`.
+    Const = 0, "const";
+    /// `-x` (wrapping for integers).
+    Neg = 1, "neg";
+    /// `|x|`.
+    Abs = 1, "abs";
+    /// `max(x, 0)`; NaN stays NaN.
+    Relu = 1, "relu";
+    /// Correctly rounded square root.
+    Sqrt = 1, "sqrt";
+    /// `1 / sqrt(x)`.
+    Rsqrt = 1, "rsqrt";
+    /// `e^x`.
+    Exp = 1, "exp";
+    /// Natural logarithm.
+    Log = 1, "log";
+    Sin = 1, "sin";
+    Cos = 1, "cos";
+    Tanh = 1, "tanh";
+    /// `1 / (1 + e^-x)`.
+    Sigmoid = 1, "sigmoid";
+    /// Logical not (bool).
+    Not = 1, "logical_not";
+    /// Conversion from the math type `arg` to the instruction's class, as the `cast` op
+    /// (Rust's `as`: float to int saturates, NaN to 0; to bool `x != 0`).
+    Cast = 1, "cast";
+    /// Rounding of the class's value to the 16-bit float whose element code is `arg`, the
+    /// result widened back to `F32` (exact): a cast to `f16`/`bf16` inside a program.
+    Narrow = 1, "narrow";
+    Add = 2, "add";
+    Sub = 2, "sub";
+    Mul = 2, "mul";
+    /// `x / y` (integer division truncates; by zero gives 0).
+    Div = 2, "div";
+    /// Integer remainder with the sign of the divisor (Python's `%`, `torch.remainder`);
+    /// by zero gives 0.
+    Rem = 2, "remainder";
+    /// NaN-propagating minimum.
+    Min = 2, "minimum";
+    /// NaN-propagating maximum.
+    Max = 2, "maximum";
+    /// `x ^ y` (floats).
+    Pow = 2, "pow";
+    Eq = 2, "eq";
+    Ne = 2, "ne";
+    Lt = 2, "lt";
+    Le = 2, "le";
+    Gt = 2, "gt";
+    Ge = 2, "ge";
+    /// Logical and (bool).
+    And = 2, "logical_and";
+    /// Logical or (bool).
+    Or = 2, "logical_or";
+    /// `x * y + z`, one rounding for floats.
+    Fma = 3, "fma";
+    /// `if c { x } else { y }`: `c` is bool, `x` and `y` of the instruction's class.
+    Where = 3, "where";
+    /// `min(max(x, lo), hi)`; NaN stays NaN.
+    Clamp = 3, "clamp";
+}
+
+impl Opcode {
+    pub const fn from_code(c: u8) -> Option<Opcode> {
+        if (c as usize) < Opcode::ALL.len() {
+            Some(Opcode::ALL[c as usize])
+        } else {
+            None
+        }
+    }
+
+    /// Whether the result is bool whatever the operands' class (comparisons).
+    pub const fn is_comparison(self) -> bool {
+        matches!(
+            self,
+            Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge
+        )
+    }
+}
+
+/// One instruction: 4 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct Instr {
+    /// An [`Opcode`] code.
+    pub op: u8,
+    /// The [`Class`] code it computes in (a comparison: its operands' class; `Cast`: the
+    /// class it converts to; `Narrow`: the class it rounds from).
+    pub class: u8,
+    /// Values on the stack before it runs (the host computes it; the interpreter reads its
+    /// operands at `depth - arity ..` and writes its result at `depth - arity`).
+    pub depth: u8,
+    /// `Load`: the input; `Const`: the constant; `Cast`: the class it converts from;
+    /// `Narrow`: the element code it rounds to.
+    pub arg: u8,
+}
+
+/// A checked program, by value: what a kernel takes as its op parameter (400 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Program {
+    pub instrs: [Instr; MAX_INSTRS],
+    /// Constants, each in its math type's encoding ([`value`](crate::value)).
+    pub consts: [u64; MAX_CONSTS],
+    /// The element type code ([`elem_code`]) of each input.
+    pub inputs: [u8; MAX_INPUTS],
+    /// Instructions used.
+    pub len: u8,
+    /// Inputs used.
+    pub n_inputs: u8,
+    /// The output's element type code.
+    pub out: u8,
+    /// The [`Class`] code of the result.
+    pub result: u8,
+    /// The deepest the stack gets.
+    pub max_depth: u8,
+    pub _pad: [u8; 3],
+}
+
+impl Default for Program {
+    fn default() -> Self {
+        Program {
+            instrs: [Instr::default(); MAX_INSTRS],
+            consts: [0; MAX_CONSTS],
+            inputs: [0; MAX_INPUTS],
+            len: 0,
+            n_inputs: 0,
+            out: 0,
+            result: 0,
+            max_depth: 0,
+            _pad: [0; 3],
+        }
+    }
+}
+
+impl Program {
+    /// The instructions used.
+    pub fn code(&self) -> &[Instr] {
+        &self.instrs[..(self.len as usize).min(MAX_INSTRS)]
+    }
+}

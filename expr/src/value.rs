@@ -1,0 +1,137 @@
+//! Values in their math type's encoding, in a `u64`: `F32`/`F64` their bits, integers their
+//! two's-complement bits zero-extended from their width, bool 0 or 1. Conversions follow
+//! the `cast` op's rules ([`CastFrom`]), so a load, a cast and the final store give the
+//! bits today's `cast` kernels give.
+
+use crate::ir::Class;
+use gpu_kernels::elem::{bf16, f16, Bool, ElemType};
+use gpu_kernels::ops::CastFrom;
+
+/// A math type's values as Rust values.
+pub trait Math: Copy {
+    const CLASS: Class;
+    fn dec(v: u64) -> Self;
+    fn enc(self) -> u64;
+}
+
+macro_rules! math {
+    ($($t:ty => $c:ident, |$x:ident| $dec:expr, |$y:ident| $enc:expr;)*) => {$(
+        impl Math for $t {
+            const CLASS: Class = Class::$c;
+            #[inline(always)] fn dec($x: u64) -> Self { $dec }
+            #[inline(always)] fn enc(self) -> u64 { let $y = self; $enc }
+        }
+    )*};
+}
+math! {
+    f32 => F32, |v| f32::from_bits(v as u32), |x| x.to_bits() as u64;
+    f64 => F64, |v| f64::from_bits(v), |x| x.to_bits();
+    i32 => I32, |v| v as u32 as i32, |x| x as u32 as u64;
+    i64 => I64, |v| v as i64, |x| x as u64;
+    u32 => U32, |v| v as u32, |x| x as u64;
+    u8 => U8, |v| v as u8, |x| x as u64;
+    Bool => Bool, |v| Bool::from(v as u8 != 0), |x| x.get() as u64;
+}
+
+/// Calls `$body` with `$T` bound to the Rust type of math type `$c`.
+macro_rules! with_class {
+    ($c:expr, $T:ident => $body:expr) => {
+        match $c {
+            Class::F32 => {
+                type $T = f32;
+                $body
+            }
+            Class::F64 => {
+                type $T = f64;
+                $body
+            }
+            Class::I32 => {
+                type $T = i32;
+                $body
+            }
+            Class::I64 => {
+                type $T = i64;
+                $body
+            }
+            Class::U32 => {
+                type $T = u32;
+                $body
+            }
+            Class::U8 => {
+                type $T = u8;
+                $body
+            }
+            Class::Bool => {
+                type $T = Bool;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use with_class;
+
+#[inline(always)]
+fn cast<To: Math + CastFrom<From>, From: Math>(v: u64) -> u64 {
+    To::cast_from(From::dec(v)).enc()
+}
+
+/// `v` of math type `from` converted to math type `to`, as the `cast` op.
+#[inline(always)]
+pub fn convert(from: Class, to: Class, v: u64) -> u64 {
+    with_class!(to, To => with_class!(from, From => cast::<To, From>(v)))
+}
+
+/// An element's bits (zero-extended) as a value of its math type ([`Class::of`]): exact.
+#[inline(always)]
+pub fn widen(e: ElemType, bits: u64) -> u64 {
+    match e {
+        ElemType::F16 => <f32 as CastFrom<f16>>::cast_from(f16::from_bits(bits as u16)).enc(),
+        ElemType::BF16 => <f32 as CastFrom<bf16>>::cast_from(bf16::from_bits(bits as u16)).enc(),
+        // Every other element type is its own math type; keep only its width.
+        _ => bits & width_mask(e),
+    }
+}
+
+/// A value of math type `c` rounded once to element type `e`, as the element's bits.
+#[inline(always)]
+pub fn narrow(c: Class, v: u64, e: ElemType) -> u64 {
+    match e {
+        ElemType::F16 => {
+            with_class!(c, From => <f16 as CastFrom<From>>::cast_from(From::dec(v)).to_bits() as u64)
+        }
+        ElemType::BF16 => {
+            with_class!(c, From => <bf16 as CastFrom<From>>::cast_from(From::dec(v)).to_bits() as u64)
+        }
+        _ => match Class::of(e) {
+            Some(to) => convert(c, to, v),
+            None => 0,
+        },
+    }
+}
+
+/// The bits an element of `e` occupies.
+#[inline(always)]
+pub const fn width_mask(e: ElemType) -> u64 {
+    match e.size() {
+        1 => 0xff,
+        2 => 0xffff,
+        4 => 0xffff_ffff,
+        _ => u64::MAX,
+    }
+}
+
+/// A literal or scalar given as `f64` in math type `c` (the `as` rules).
+pub fn from_f64(c: Class, x: f64) -> u64 {
+    convert(Class::F64, c, x.to_bits())
+}
+
+/// A literal or scalar given as `i64` in math type `c` (the `as` rules).
+pub fn from_i64(c: Class, x: i64) -> u64 {
+    convert(Class::I64, c, x as u64)
+}
+
+/// The element type of a code in a program ([`ELEMS`](crate::ir::ELEMS)); `F32` for a code
+/// that is not one (a checked program has none).
+pub fn elem_of(code: u8) -> ElemType {
+    crate::ir::elem_of_code(code).unwrap_or(ElemType::F32)
+}

@@ -1,0 +1,220 @@
+//! Expressions as data: any elementwise expression over named tensors and run-time
+//! scalars, written with operators or parsed from text, compiled to a [`Program`] (no
+//! compiler involved: the program is data that an interpreter runs), then run on the CPU
+//! twin with the same interpreter code as the GPU's.
+//!
+//! ```
+//! # use host as strided_apply; // the examples name the root crate, which re-exports this one
+//! use strided_apply::expr::{Arg, Expr, HostTensor, HostTensorMut, ScalarKind};
+//! use strided_apply::{ElemType::F32, Layout};
+//! let e = Expr::parse("a * s + sqrt(b)")?;
+//! let f = e.compile(&[("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32)), ("s", Arg::Scalar(ScalarKind::Float))], None)?;
+//! let (a, b) = ([1.0f32, 2.0, 3.0], [4.0f32, 9.0, 16.0]);
+//! let mut out = [0.0f32; 3];
+//! let l = Layout::contiguous(&[3])?;
+//! f.run_cpu(
+//!     HostTensorMut::new(bytemuck::cast_slice_mut(&mut out), F32, &l),
+//!     &[HostTensor::new(bytemuck::cast_slice(&a), F32, &l), HostTensor::new(bytemuck::cast_slice(&b), F32, &l)],
+//!     &[("s", 2.0.into())],
+//! )?;
+//! assert_eq!(out, [4.0, 7.0, 10.0]);
+//! # Ok::<(), strided_apply::Error>(())
+//! ```
+//!
+//! **Types.** Inputs load into their math type ([`Class`]: `f32` for `f32`, `f16` and
+//! `bf16`; every other element type its own, so integer programs wrap at their own width as
+//! today's ops do). Mixed operands promote as `torch.result_type` (literals and scalars are
+//! weak, as Python numbers); `/` divides integers as floats. The result rounds once to the
+//! output's element type (the expression's type unless another is asked for).
+//!
+//! **Limits** (checked when compiling): [`MAX_INPUTS`] tensor inputs, [`MAX_CONSTS`]
+//! literals and scalars, [`MAX_INSTRS`] instructions, a stack [`MAX_DEPTH`] deep.
+//!
+//! **What runs where.** Today a compiled expression runs on the CPU twin; the GPU
+//! interpreter kernels (tier 0) are the next step of this module.
+
+mod ast;
+mod lower;
+mod parse;
+
+pub use crate::operand::{HostTensor, HostTensorMut};
+pub use ast::{Expr, Node};
+pub use gpu_kernels::dispatch::Scalar;
+pub use lower::{promote_types, Arg, Compiled, ScalarKind};
+pub use parse::{Func, CASTS, FUNCTIONS};
+pub use strided_apply_expr::{
+    Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
+};
+
+use crate::error::{Error, Result};
+use gpu_kernels::elem::ElemType;
+use strided_apply_expr::value;
+
+/// Operand names in the planner's messages: the output, then the inputs by position.
+const NAMES: [&str; MAX_INPUTS + 1] = [
+    "out", "input 0", "input 1", "input 2", "input 3", "input 4", "input 5", "input 6", "input 7",
+];
+
+impl Expr {
+    /// Compiles the expression for arguments of these kinds: every name bound once, to a
+    /// tensor of an element type or to a run-time scalar. The output has element type `out`
+    /// or, by default, the expression's own (promoted) type. Nothing is launched.
+    pub fn compile(&self, args: &[(&str, Arg)], out: Option<ElemType>) -> Result<Compiled> {
+        lower::compile(self, args, out)
+    }
+}
+
+impl Compiled {
+    /// The program, its scalars' slots zero (see [`bind`](Self::bind)).
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+    /// The tensor inputs' names, in the order operands are passed (first appearance).
+    pub fn inputs(&self) -> &[String] {
+        &self.inputs
+    }
+    /// The output's element type.
+    pub fn out(&self) -> ElemType {
+        self.out
+    }
+
+    /// The program with its run-time scalars' values in place: every scalar of the
+    /// expression given once. An integer scalar must fit the integer type it meets exactly
+    /// (as PyTorch's `uint8 + 300` is an error); a float rounds to a float type.
+    pub fn bind(&self, scalars: &[(&str, Scalar)]) -> Result<Program> {
+        let mut p = self.program;
+        for (i, (n, _)) in scalars.iter().enumerate() {
+            if scalars[..i].iter().any(|(m, _)| m == n) {
+                return Err(Error::ExprBind {
+                    name: n.to_string(),
+                    reason: "given twice".into(),
+                });
+            }
+        }
+        for s in &self.scalars {
+            let Some(&(_, v)) = scalars.iter().find(|(n, _)| *n == s.name) else {
+                return Err(Error::ExprBind {
+                    name: s.name.clone(),
+                    reason: "a scalar of the expression without a value".into(),
+                });
+            };
+            p.consts[s.slot as usize] = scalar_bits(&s.name, s.kind, s.class, v)?;
+        }
+        if let Some((n, _)) = scalars
+            .iter()
+            .find(|(n, _)| !self.scalars.iter().any(|s| s.name == *n))
+        {
+            return Err(Error::ExprBind {
+                name: n.to_string(),
+                reason: "not a scalar of the expression".into(),
+            });
+        }
+        Ok(p)
+    }
+
+    /// Runs the expression on the CPU twin: `inputs` in the order of [`inputs`](Self::inputs),
+    /// each of the element type it was compiled for, broadcast to `out`'s shape.
+    pub fn run_cpu(
+        &self,
+        out: HostTensorMut<'_>,
+        inputs: &[HostTensor<'_>],
+        scalars: &[(&str, Scalar)],
+    ) -> Result<()> {
+        let p = self.bind(scalars)?;
+        if inputs.len() != self.inputs.len() {
+            return Err(Error::ExprBind {
+                name: format!("({} tensors)", inputs.len()),
+                reason: format!(
+                    "the expression takes {} tensor input(s): {}",
+                    self.inputs.len(),
+                    self.inputs.join(", ")
+                ),
+            });
+        }
+        out.as_ref().check(NAMES[0], self.out)?;
+        for (k, t) in inputs.iter().enumerate() {
+            let want = value::elem_of(p.inputs[k]);
+            t.check(NAMES[k + 1], want)?;
+        }
+        macro_rules! run {
+            ($($n:literal),*) => {
+                match inputs.len() + 1 {
+                    $($n => {
+                        let mut data = [std::ptr::null_mut::<u8>(); $n];
+                        let mut elems = [ElemType::F32; $n];
+                        let mut layouts: [&crate::layout::Layout; $n] = [out.layout; $n];
+                        data[0] = out.data.as_ptr().cast_mut();
+                        elems[0] = self.out;
+                        for (k, t) in inputs.iter().enumerate() {
+                            data[k + 1] = t.data.as_ptr().cast_mut();
+                            elems[k + 1] = t.elem;
+                            layouts[k + 1] = t.layout;
+                        }
+                        let names: [&str; $n] = std::array::from_fn(|k| NAMES[k]);
+                        // SAFETY: `check` proved every layout inside its slice and each
+                        // slice aligned for its element type; the output is a unique borrow,
+                        // so no input overlaps it; the program was compiled for these
+                        // element types and input count.
+                        unsafe { crate::twin::run_program(&p, names, layouts, data, elems) }
+                    })*
+                    _ => unreachable!("at most {MAX_INPUTS} inputs"),
+                }
+            };
+        }
+        run!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    }
+}
+
+/// A scalar's value in math type `class`, or why it does not convert.
+fn scalar_bits(name: &str, kind: ScalarKind, class: Class, v: Scalar) -> Result<u64> {
+    let bad = |reason: String| Error::ExprBind {
+        name: name.to_string(),
+        reason,
+    };
+    let given = match v {
+        Scalar::F64(_) => ScalarKind::Float,
+        Scalar::I64(_) | Scalar::U64(_) => ScalarKind::Int,
+        Scalar::Bool(_) => ScalarKind::Bool,
+    };
+    if given != kind {
+        return Err(bad(format!(
+            "compiled as a {kind:?} scalar, given {v:?} (compile again for another kind)"
+        )));
+    }
+    let int = |x: i128| -> Result<u64> {
+        let (lo, hi): (i128, i128) = match class {
+            Class::I32 => (i32::MIN.into(), i32::MAX.into()),
+            Class::I64 => (i64::MIN.into(), i64::MAX.into()),
+            Class::U32 => (0, u32::MAX.into()),
+            Class::U8 => (0, u8::MAX.into()),
+            Class::Bool => (0, 1),
+            Class::F32 | Class::F64 => (i128::MIN, i128::MAX),
+        };
+        if x < lo || x > hi {
+            return Err(bad(format!(
+                "{x} does not fit {} exactly",
+                class.elem().name()
+            )));
+        }
+        // One rounding into a float type, as `as` and integer literals.
+        Ok(match class {
+            Class::F32 => (x as f32).to_bits() as u64,
+            Class::F64 => (x as f64).to_bits(),
+            _ => value::from_i64(class, x as i64),
+        })
+    };
+    match v {
+        Scalar::F64(x) => Ok(value::from_f64(class, x)),
+        Scalar::I64(x) => int(x.into()),
+        // Beyond i64, the library's scalar conversion goes through f64 (rounding twice
+        // into f32): the same here, so `add_s` and `a + s` agree bit for bit.
+        Scalar::U64(x) if i64::try_from(x).is_err() && class.is_float() => {
+            Ok(value::from_f64(class, x as f64))
+        }
+        Scalar::U64(x) => int(x.into()),
+        Scalar::Bool(b) => Ok(value::convert(Class::Bool, class, b as u64)),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,2107 @@
+//! Tests of expressions on the CPU twin: every op of the library against its expression,
+//! the parser, lowering and its limits, binding, promotion, layouts, and accuracy.
+
+use super::*;
+use crate::layout::Layout;
+use gpu_kernels::elem::{bf16, f16};
+use std::time::Duration;
+use ElemType::*;
+
+// ---------------------------------------------------------------------------------------
+// Helpers: a deterministic RNG, aligned byte buffers, values of every element type.
+// ---------------------------------------------------------------------------------------
+
+/// xorshift64* (no dependency, deterministic).
+struct Rng(u64);
+
+impl Rng {
+    fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn unit(&mut self) -> f64 {
+        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+    }
+    fn chance(&mut self, p: f64) -> bool {
+        self.unit() < p
+    }
+    fn pick<T: Copy>(&mut self, xs: &[T]) -> T {
+        xs[self.below(xs.len())]
+    }
+}
+
+/// Element bytes held in 8-byte words, so that every element type is aligned.
+#[derive(Clone)]
+struct Buf {
+    words: Vec<u64>,
+    len: usize,
+}
+
+impl Buf {
+    fn new(len: usize, fill: u8) -> Buf {
+        let mut b = Buf {
+            words: vec![0; len.div_ceil(8).max(1)],
+            len,
+        };
+        b.bytes_mut().fill(fill);
+        b
+    }
+    /// Elements of `e` with these bits (zero-extended), contiguous.
+    fn of(e: ElemType, vals: &[u64]) -> Buf {
+        let mut b = Buf::new(vals.len() * e.size(), 0);
+        for (i, &v) in vals.iter().enumerate() {
+            b.set(e, i, v);
+        }
+        b
+    }
+    fn bytes(&self) -> &[u8] {
+        &bytemuck::cast_slice::<u64, u8>(&self.words)[..self.len]
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        let len = self.len;
+        &mut bytemuck::cast_slice_mut::<u64, u8>(&mut self.words)[..len]
+    }
+    fn get(&self, e: ElemType, i: usize) -> u64 {
+        let s = e.size();
+        let mut w = [0u8; 8];
+        w[..s].copy_from_slice(&self.bytes()[i * s..(i + 1) * s]);
+        u64::from_ne_bytes(w)
+    }
+    fn set(&mut self, e: ElemType, i: usize, v: u64) {
+        let s = e.size();
+        self.bytes_mut()[i * s..(i + 1) * s].copy_from_slice(&v.to_ne_bytes()[..s]);
+    }
+    fn elems(&self, e: ElemType) -> Vec<u64> {
+        (0..self.len / e.size()).map(|i| self.get(e, i)).collect()
+    }
+}
+
+fn contiguous(shape: &[usize]) -> Layout {
+    Layout::contiguous(shape).unwrap()
+}
+
+/// An element's bits in hex, with its value.
+fn show(e: ElemType, v: u64) -> String {
+    let val = match e {
+        F32 => format!("{:e}", f32::from_bits(v as u32)),
+        F64 => format!("{:e}", f64::from_bits(v)),
+        F16 => format!("{:e}", f16::from_bits(v as u16).to_f32()),
+        BF16 => format!("{:e}", bf16::from_bits(v as u16).to_f32()),
+        I32 => (v as u32 as i32).to_string(),
+        I64 => (v as i64).to_string(),
+        _ => v.to_string(),
+    };
+    format!("{:#0w$x} ({val})", v, w = 2 + 2 * e.size())
+}
+
+const ALL_TYPES: [ElemType; 9] = [F32, F64, I32, I64, U32, U8, Bool, F16, BF16];
+
+fn f32s(xs: &[f32]) -> Vec<u64> {
+    xs.iter().map(|x| x.to_bits() as u64).collect()
+}
+
+/// Values that break things: NaNs (with payloads, negative, signalling), ±inf, ±0,
+/// subnormals, extremes, integer edges, non-canonical bools.
+fn specials(e: ElemType) -> Vec<u64> {
+    match e {
+        F32 => f32s(&[
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            -2.5,
+            3.0,
+            7.0,
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7fc0_1234),
+            f32::from_bits(0x7f80_0001),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            f32::MIN_POSITIVE,
+            f32::from_bits(1),
+            -1e-40,
+            f32::MAX,
+            f32::MIN,
+            1e30,
+            -1e-30,
+            88.7,
+            -103.0,
+            16_777_217.0,
+            0.1,
+        ]),
+        F64 => [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            2.0,
+            -2.5,
+            3.0,
+            7.0,
+            f64::NAN,
+            -f64::NAN,
+            f64::from_bits(0x7ff8_0000_0000_1234),
+            f64::from_bits(0x7ff0_0000_0000_0001),
+            f64::INFINITY,
+            f64::NEG_INFINITY,
+            f64::MIN_POSITIVE,
+            f64::from_bits(1),
+            -1e-310,
+            f64::MAX,
+            f64::MIN,
+            1e300,
+            1e-300,
+            1e-40,
+            709.8,
+            -745.2,
+            9_007_199_254_740_993.0,
+            0.1,
+        ]
+        .iter()
+        .map(|x: &f64| x.to_bits())
+        .collect(),
+        F16 => vec![
+            0x0000, 0x8000, 0x3c00, 0xbc00, 0x3800, 0x4000, 0xc100, 0x4200, 0x7c00, 0xfc00, 0x7e00,
+            0x7fff, 0xfe00, 0x7c01, 0x0001, 0x8001, 0x03ff, 0x0400, 0x7bff, 0xfbff, 0x2e66, 0x5640,
+        ],
+        BF16 => vec![
+            0x0000, 0x8000, 0x3f80, 0xbf80, 0x3f00, 0x4000, 0xc020, 0x4040, 0x7f80, 0xff80, 0x7fc0,
+            0x7fff, 0xffc0, 0x7f81, 0x0001, 0x8001, 0x007f, 0x0080, 0x7f7f, 0xff7f, 0x3dcd, 0x4b80,
+        ],
+        I32 => [
+            i32::MIN,
+            i32::MAX,
+            -1,
+            0,
+            1,
+            2,
+            -2,
+            3,
+            7,
+            -7,
+            255,
+            256,
+            i32::MIN + 1,
+            (1 << 24) + 1,
+        ]
+        .iter()
+        .map(|&x| x as u32 as u64)
+        .collect(),
+        I64 => [
+            i64::MIN,
+            i64::MAX,
+            -1,
+            0,
+            1,
+            2,
+            -2,
+            3,
+            -7,
+            i32::MIN as i64,
+            i32::MAX as i64 + 1,
+            (1 << 53) + 1,
+            (1 << 62) + (1 << 38) + 1,
+            255,
+        ]
+        .iter()
+        .map(|&x| x as u64)
+        .collect(),
+        U32 => [
+            0,
+            1,
+            2,
+            3,
+            7,
+            255,
+            256,
+            0x8000_0000,
+            u32::MAX,
+            u32::MAX - 1,
+            (1 << 24) + 1,
+        ]
+        .iter()
+        .map(|&x| x as u64)
+        .collect(),
+        U8 => vec![0, 1, 2, 3, 7, 127, 128, 254, 255],
+        Bool => vec![0, 1, 2, 255],
+        _ => vec![0],
+    }
+}
+
+/// A random element: a special value, a moderate value, or random bits.
+fn random_value(r: &mut Rng, e: ElemType) -> u64 {
+    match r.below(4) {
+        0 | 1 => r.pick(&specials(e)),
+        2 => {
+            let x = (r.unit() - 0.5) * 16.0;
+            match e {
+                F32 => (x as f32).to_bits() as u64,
+                F64 => x.to_bits(),
+                F16 => f16::from_f64(x).to_bits() as u64,
+                BF16 => bf16::from_f64(x).to_bits() as u64,
+                I32 => (x as i32) as u32 as u64,
+                I64 => (x as i64) as u64,
+                U32 | U8 => (x.abs() * 16.0) as u64 & value::width_mask(e),
+                _ => r.below(2) as u64,
+            }
+        }
+        _ => match e {
+            Bool => r.below(2) as u64,
+            _ => r.next() & value::width_mask(e),
+        },
+    }
+}
+
+fn random_buf(r: &mut Rng, e: ElemType, n: usize) -> Buf {
+    let vals: Vec<u64> = (0..n).map(|_| random_value(r, e)).collect();
+    Buf::of(e, &vals)
+}
+
+/// The element offsets `l` reaches over `shape`, row-major (numpy broadcasting of `l` to
+/// `shape`: leading axes added, size-1 axes repeated).
+fn offsets(l: &Layout, shape: &[usize]) -> Vec<usize> {
+    let n: usize = shape.iter().product();
+    let lead = shape.len() - l.ndim();
+    let mut out = Vec::with_capacity(n);
+    let mut idx = vec![0usize; shape.len()];
+    for _ in 0..n {
+        let mut off = l.offset() as isize;
+        for d in 0..l.ndim() {
+            let i = if l.shape()[d] == 1 { 0 } else { idx[lead + d] };
+            off += i as isize * l.strides()[d];
+        }
+        out.push(usize::try_from(off).expect("offset in the buffer"));
+        for d in (0..shape.len()).rev() {
+            idx[d] += 1;
+            if idx[d] < shape[d] {
+                break;
+            }
+            idx[d] = 0;
+        }
+    }
+    out
+}
+
+/// The logical elements of a view, broadcast to `shape`, row-major.
+fn gather(b: &Buf, e: ElemType, l: &Layout, shape: &[usize]) -> Vec<u64> {
+    offsets(l, shape).iter().map(|&o| b.get(e, o)).collect()
+}
+
+fn parse(text: &str) -> Expr {
+    Expr::parse(text).unwrap_or_else(|e| panic!("`{text}`: {e}"))
+}
+
+fn tensors<'a>(args: &[(&'a str, ElemType)]) -> Vec<(&'a str, Arg)> {
+    args.iter().map(|&(n, t)| (n, Arg::Tensor(t))).collect()
+}
+
+fn kind_of(s: &Scalar) -> ScalarKind {
+    match s {
+        Scalar::F64(_) => ScalarKind::Float,
+        Scalar::I64(_) | Scalar::U64(_) => ScalarKind::Int,
+        Scalar::Bool(_) => ScalarKind::Bool,
+    }
+}
+
+/// Compiles `text` over tensors `args` (contiguous, 1-D) and runs it on `data`.
+fn eval_1d(
+    text: &str,
+    args: &[(&str, ElemType, Vec<u64>)],
+    scalars: &[(&str, Scalar)],
+    out: Option<ElemType>,
+) -> Result<(ElemType, Vec<u64>)> {
+    let mut a: Vec<(&str, Arg)> = args.iter().map(|(n, t, _)| (*n, Arg::Tensor(*t))).collect();
+    a.extend(scalars.iter().map(|(n, s)| (*n, Arg::Scalar(kind_of(s)))));
+    let c = parse(text).compile(&a, out)?;
+    let n = args.first().map_or(1, |x| x.2.len());
+    let l = contiguous(&[n]);
+    let bufs: Vec<(ElemType, Buf)> = c
+        .inputs()
+        .iter()
+        .map(|name| {
+            let (_, t, v) = args.iter().find(|x| x.0 == name).unwrap();
+            (*t, Buf::of(*t, v))
+        })
+        .collect();
+    let ins: Vec<HostTensor> = bufs
+        .iter()
+        .map(|(t, b)| HostTensor::new(b.bytes(), *t, &l))
+        .collect();
+    let mut o = Buf::new(n * c.out().size(), 0xEE);
+    c.run_cpu(
+        HostTensorMut::new(o.bytes_mut(), c.out(), &l),
+        &ins,
+        scalars,
+    )?;
+    Ok((c.out(), o.elems(c.out())))
+}
+
+// ---------------------------------------------------------------------------------------
+// 1. Every op of today's library, bit-identical to its expression.
+// ---------------------------------------------------------------------------------------
+
+#[cfg(feature = "dispatch")]
+mod library_ops {
+    use super::*;
+    use crate::dispatch::{instances, DynOp, Instance};
+
+    /// A seed from a name (FNV-1a), so each family gets its own data.
+    fn seed_of(s: &str) -> u64 {
+        s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x100_0000_01b3)
+        })
+    }
+
+    /// Op ids with no expression form (stencils and reductions live in their own lists
+    /// today, so none of them reaches `instances()`; they are named here so that one that
+    /// does is skipped on purpose, and an op id in neither list fails the test).
+    const NO_EXPRESSION: &[&str] = &[
+        "shift_xp", "shift_xm", "shift_yp", "shift_ym", "shift_zp", "shift_zm", "fdiff", "bdiff",
+        "lap2", "lap3", "sum", "prod", "amin", "amax", "mean", "sumsq", "norm2", "argmin",
+        "argmax", "all", "any", "sqdiff", "dot",
+    ];
+
+    /// A library op as an expression.
+    struct Case {
+        text: String,
+        /// The expression's names of the library's inputs, in operand order.
+        inputs: Vec<&'static str>,
+        /// The expression's names of the library's scalars, in order.
+        scalars: Vec<&'static str>,
+        /// The library op reads its output (update forms): the expression reads it as `o`.
+        reads_out: bool,
+        /// Only values the library accepts are compared (the expression's type is wider).
+        lenient: bool,
+    }
+
+    /// `x op y` for a binary op id of the library (`div` truncates integers: `trunc_div`).
+    fn binary(op: &str, x: &str, y: &str) -> Option<String> {
+        let infix = |s: &str| Some(format!("{x} {s} {y}"));
+        let call = |f: &str| Some(format!("{f}({x}, {y})"));
+        match op {
+            "add" => infix("+"),
+            "sub" => infix("-"),
+            "mul" => infix("*"),
+            "div" => call("trunc_div"),
+            "min" => call("min"),
+            "max" => call("max"),
+            "pow" => call("pow"),
+            "eq" => infix("=="),
+            "ne" => infix("!="),
+            "lt" => infix("<"),
+            "le" => infix("<="),
+            "gt" => infix(">"),
+            "ge" => infix(">="),
+            _ => None,
+        }
+    }
+
+    /// A library op over a 16-bit float holds its scalars in that type (rounded once when
+    /// the op is built), then computes in `f32`: the expression says so with a cast.
+    fn case(inst: &Instance) -> Option<Case> {
+        let c = case_text(inst)?;
+        let st = *inst.types.last()?;
+        if !matches!(st, F16 | BF16) || c.scalars.is_empty() {
+            return Some(c);
+        }
+        let text = wrap_names(&c.text, &c.scalars, st.name());
+        Some(Case { text, ..c })
+    }
+
+    /// `text` with every whole-word occurrence of `names` written as `f(name)`.
+    fn wrap_names(text: &str, names: &[&str], f: &str) -> String {
+        let mut out = String::new();
+        let mut word = String::new();
+        let flush = |word: &mut String, out: &mut String| {
+            if names.contains(&word.as_str()) {
+                out.push_str(&format!("{f}({word})"));
+            } else {
+                out.push_str(word);
+            }
+            word.clear();
+        };
+        for ch in text.chars() {
+            if ch.is_ascii_alphanumeric() || ch == '_' {
+                word.push(ch);
+            } else {
+                flush(&mut word, &mut out);
+                out.push(ch);
+            }
+        }
+        flush(&mut word, &mut out);
+        out
+    }
+
+    fn case_text(inst: &Instance) -> Option<Case> {
+        let op = inst.op();
+        let float = matches!(inst.types[0], F32 | F64 | F16 | BF16);
+        let mk = |text: String, inputs: &[&'static str], scalars: &[&'static str]| Case {
+            text,
+            inputs: inputs.to_vec(),
+            scalars: scalars.to_vec(),
+            reads_out: false,
+            lenient: false,
+        };
+        let update = |text: String, inputs: &[&'static str], scalars: &[&'static str]| Case {
+            reads_out: true,
+            ..mk(text, inputs, scalars)
+        };
+        if let Some(t) = binary(op, "a", "b") {
+            return Some(mk(t, &["a", "b"], &[]));
+        }
+        if let Some(base) = op.strip_suffix("_assign_s") {
+            return Some(update(binary(base, "o", "s")?, &[], &["s"]));
+        }
+        if let Some(base) = op.strip_suffix("_assign") {
+            return Some(update(binary(base, "o", "a")?, &["a"], &[]));
+        }
+        match op {
+            "rsub_s" => return Some(mk(binary("sub", "s", "a")?, &["a"], &["s"])),
+            "rdiv_s" => return Some(mk(binary("div", "s", "a")?, &["a"], &["s"])),
+            _ => {}
+        }
+        if let Some(base) = op.strip_suffix("_s") {
+            return Some(mk(binary(base, "a", "s")?, &["a"], &["s"]));
+        }
+        Some(match op {
+            "neg" => mk("-a".into(), &["a"], &[]),
+            "abs" | "relu" | "sqrt" | "rsqrt" | "exp" | "log" | "sin" | "cos" | "tanh"
+            | "sigmoid" => mk(format!("{op}(a)"), &["a"], &[]),
+            "clamp" => mk("clamp(a, lo, hi)".into(), &["a"], &["lo", "hi"]),
+            "fma" => mk("fma(a, b, c)".into(), &["a", "b", "c"], &[]),
+            "where" => mk("where(c, a, b)".into(), &["c", "a", "b"], &[]),
+            "cast" => mk(format!("{}(a)", inst.types[0].name()), &["a"], &[]),
+            // The expression `s` is an integer or float of its own: the library refuses
+            // values its element type cannot hold, the expression converts them.
+            "fill" => Case {
+                lenient: true,
+                ..mk("s".into(), &[], &["s"])
+            },
+            "axpy" => mk("alpha * x + y".into(), &["x", "y"], &["alpha"]),
+            "axpby" => mk("sa * x + sb * y".into(), &["x", "y"], &["sa", "sb"]),
+            "bias_relu" => mk("relu(x + bias)".into(), &["x", "bias"], &[]),
+            "silu" => mk("x * sigmoid(x)".into(), &["x"], &[]),
+            "divmul" if float => mk("(a / s) * (b / t)".into(), &["a", "b"], &["s", "t"]),
+            "divmul" => mk(
+                "trunc_div(a, s) * trunc_div(b, t)".into(),
+                &["a", "b"],
+                &["s", "t"],
+            ),
+            "lerp" => mk("a + w * (b - a)".into(), &["a", "b", "w"], &[]),
+            "recip_update" => update("o + 1.0 / o + 2.0 * o * b".into(), &["b"], &[]),
+            _ => return None,
+        })
+    }
+
+    const TIE_ABOVE: f64 = 1.0 + 1.0 / 2048.0 + 1.0 / 1_099_511_627_776.0; // 1 + 2^-11 + 2^-40
+    const BIG_I64: i64 = (1 << 62) + (1 << 38) + 1;
+
+    /// The scalar values to try, for `n` scalars of an op over `t`.
+    fn scalar_sets(n: usize, t: ElemType) -> Vec<Vec<Scalar>> {
+        let float = matches!(t, F32 | F64 | F16 | BF16);
+        match (n, float) {
+            (0, _) => vec![vec![]],
+            (1, true) => [
+                Scalar::F64(2.5),
+                Scalar::F64(-0.0),
+                Scalar::F64(0.1),
+                Scalar::F64(1e-40),
+                Scalar::F64(1e300),
+                Scalar::F64(f64::NAN),
+                Scalar::F64(f64::NEG_INFINITY),
+                Scalar::F64(TIE_ABOVE),
+                Scalar::F64(3.0),
+                Scalar::F64(65504.0),
+                Scalar::F64(1e5),
+                Scalar::I64(3),
+                Scalar::I64(-7),
+                Scalar::I64(0),
+                Scalar::I64(BIG_I64),
+                Scalar::I64((1 << 24) + 1),
+                Scalar::U64((1 << 63) + (1 << 39) + 1),
+                Scalar::Bool(true),
+            ]
+            .iter()
+            .map(|&s| vec![s])
+            .collect(),
+            (1, false) => [
+                Scalar::I64(0),
+                Scalar::I64(1),
+                Scalar::I64(-1),
+                Scalar::I64(3),
+                Scalar::I64(-7),
+                Scalar::I64(255),
+                Scalar::I64(300),
+                Scalar::I64(i32::MIN as i64),
+                Scalar::I64(i32::MAX as i64),
+                Scalar::I64(i64::MIN),
+                Scalar::I64(u32::MAX as i64),
+                Scalar::U64(u64::MAX),
+                Scalar::U64(200),
+                Scalar::Bool(true),
+            ]
+            .iter()
+            .map(|&s| vec![s])
+            .collect(),
+            (_, true) => vec![
+                vec![Scalar::F64(-1.0), Scalar::F64(1.0)],
+                vec![Scalar::F64(0.1), Scalar::F64(0.2)],
+                vec![Scalar::F64(-0.0), Scalar::F64(0.0)],
+                vec![Scalar::F64(2.0), Scalar::F64(-2.0)],
+                vec![Scalar::F64(f64::NAN), Scalar::F64(1.0)],
+                vec![Scalar::F64(f64::NEG_INFINITY), Scalar::F64(f64::INFINITY)],
+                vec![Scalar::I64(-1), Scalar::F64(1.0)],
+                vec![Scalar::F64(1e-40), Scalar::F64(3.0)],
+                vec![Scalar::F64(0.0), Scalar::F64(4.0)],
+                vec![Scalar::I64(BIG_I64), Scalar::Bool(true)],
+            ],
+            (_, false) => vec![
+                vec![Scalar::I64(-5), Scalar::I64(5)],
+                vec![Scalar::I64(0), Scalar::I64(255)],
+                vec![Scalar::I64(10), Scalar::I64(3)],
+                vec![Scalar::I64(i64::MIN), Scalar::I64(i64::MAX)],
+                vec![Scalar::I64(-1), Scalar::I64(1)],
+                vec![Scalar::Bool(false), Scalar::Bool(true)],
+                vec![Scalar::I64(0), Scalar::U64(200)],
+            ],
+        }
+    }
+
+    /// The inputs of one family: the first two cross every pair of their special values,
+    /// then random values; the others random.
+    fn family_data(r: &mut Rng, types: &[ElemType]) -> (usize, Vec<Vec<u64>>) {
+        let sp: Vec<Vec<u64>> = types.iter().map(|&t| specials(t)).collect();
+        let cross: usize = sp.iter().take(2).map(Vec::len).product();
+        let n = cross + 160;
+        let data = (0..types.len())
+            .map(|j| {
+                (0..n)
+                    .map(|i| {
+                        if i < cross && j < 2 {
+                            let k0 = sp[0].len();
+                            if j == 0 {
+                                sp[0][i % k0]
+                            } else {
+                                sp[1][i / k0]
+                            }
+                        } else {
+                            random_value(r, types[j])
+                        }
+                    })
+                    .collect()
+            })
+            .collect();
+        (n, data)
+    }
+
+    /// What one comparison found.
+    enum Outcome {
+        Same,
+        BothRefused,
+        /// Elements that differ: how many, an example.
+        Differ(String),
+        /// Only one side accepted the scalars, or the expression failed otherwise.
+        Broken(String),
+    }
+
+    fn compare(inst: &Instance, c: &Case, scalars: &[Scalar], r: &mut Rng) -> Outcome {
+        let out_t = inst.types[0];
+        // Operand types of the expression's tensors: `o` (read output) first.
+        let mut names: Vec<&str> = Vec::new();
+        let mut types: Vec<ElemType> = Vec::new();
+        if c.reads_out {
+            names.push("o");
+            types.push(out_t);
+        }
+        for (k, &n) in c.inputs.iter().enumerate() {
+            names.push(n);
+            types.push(inst.types[k + 1]);
+        }
+        let (n, data) = family_data(r, &types);
+        let l = contiguous(&[n]);
+        let bufs: Vec<Buf> = types
+            .iter()
+            .zip(&data)
+            .map(|(&t, v)| Buf::of(t, v))
+            .collect();
+
+        // The library.
+        let first = usize::from(c.reads_out);
+        let lib = DynOp::new(inst.op(), inst.types, scalars);
+        let mut lib_out = if c.reads_out {
+            bufs[0].clone()
+        } else {
+            Buf::new(n * out_t.size(), 0xA5)
+        };
+        if let Ok(op) = &lib {
+            let ins: Vec<HostTensor> = bufs[first..]
+                .iter()
+                .zip(&types[first..])
+                .map(|(b, &t)| HostTensor::new(b.bytes(), t, &l))
+                .collect();
+            if let Err(e) = op.run_cpu(HostTensorMut::new(lib_out.bytes_mut(), out_t, &l), &ins) {
+                return Outcome::Broken(format!("the library op fails: {e}"));
+            }
+        }
+
+        // The expression.
+        let mut args = tensors(
+            &names
+                .iter()
+                .copied()
+                .zip(types.iter().copied())
+                .collect::<Vec<_>>(),
+        );
+        let named: Vec<(&str, Scalar)> = c
+            .scalars
+            .iter()
+            .copied()
+            .zip(scalars.iter().copied())
+            .collect();
+        args.extend(named.iter().map(|(n, s)| (*n, Arg::Scalar(kind_of(s)))));
+        let compiled = match parse(&c.text).compile(&args, Some(out_t)) {
+            Ok(x) => x,
+            Err(e) => return Outcome::Broken(format!("`{}` does not compile: {e}", c.text)),
+        };
+        let order: Vec<usize> = compiled
+            .inputs()
+            .iter()
+            .map(|name| names.iter().position(|n| n == name).unwrap())
+            .collect();
+        let ins: Vec<HostTensor> = order
+            .iter()
+            .map(|&k| HostTensor::new(bufs[k].bytes(), types[k], &l))
+            .collect();
+        let mut ex_out = Buf::new(n * out_t.size(), 0x5A);
+        let ran = compiled.run_cpu(
+            HostTensorMut::new(ex_out.bytes_mut(), out_t, &l),
+            &ins,
+            &named,
+        );
+
+        match (&lib, ran) {
+            (Err(_), Err(_)) => Outcome::BothRefused,
+            (Err(_), Ok(())) if c.lenient => Outcome::BothRefused,
+            (Err(e), Ok(())) => Outcome::Broken(format!(
+                "the library refuses the scalars ({e}), the expression accepts them"
+            )),
+            (Ok(_), Err(e)) => Outcome::Broken(format!(
+                "the library accepts the scalars, the expression fails: {e}"
+            )),
+            (Ok(_), Ok(())) => {
+                // Two documented differences (docs/expressions.md, "Types"): a 16-bit NaN
+                // leaves an expression as the canonical NaN (the library's sign ops and
+                // same-type copies keep its payload and sign), and a bool loads as 0 or 1
+                // (the library's `where` copies a bool byte as it is).
+                let same = |x: u64, y: u64| {
+                    x == y
+                        || match out_t {
+                            F16 => is_nan16(x, 0x7c00) && is_nan16(y, 0x7c00),
+                            BF16 => is_nan16(x, 0x7f80) && is_nan16(y, 0x7f80),
+                            Bool => inst.op() == "where" && (x != 0) == (y != 0),
+                            _ => false,
+                        }
+                };
+                let mut bad =
+                    (0..n).filter(|&i| !same(lib_out.get(out_t, i), ex_out.get(out_t, i)));
+                let Some(i) = bad.next() else {
+                    return Outcome::Same;
+                };
+                let count = 1 + bad.count();
+                let ins: Vec<String> = names
+                    .iter()
+                    .zip(&types)
+                    .zip(&bufs)
+                    .map(|((name, &t), b)| format!("{name}={}", show(t, b.get(t, i))))
+                    .collect();
+                Outcome::Differ(format!(
+                    "{} of {n} elements differ, e.g. {}: library {}, expression {}",
+                    count,
+                    ins.join(" "),
+                    show(out_t, lib_out.get(out_t, i)),
+                    show(out_t, ex_out.get(out_t, i)),
+                ))
+            }
+        }
+    }
+
+    /// Whether 16-bit `bits` are a NaN of a format whose exponent bits are `exp`.
+    fn is_nan16(bits: u64, exp: u64) -> bool {
+        bits & exp == exp && bits & (0x7fff & !exp) != 0
+    }
+
+    #[test]
+    fn every_library_op_equals_its_expression_bit_for_bit() {
+        let mut checked = 0usize;
+        let mut runs = 0usize;
+        let mut skipped: Vec<String> = Vec::new();
+        let mut unknown: Vec<String> = Vec::new();
+        let mut failures: Vec<String> = Vec::new();
+        let all: Vec<&Instance> = instances().collect();
+        for inst in &all {
+            let fam = format!(
+                "{} ({})",
+                inst.op(),
+                inst.types
+                    .iter()
+                    .map(|t| t.name())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            );
+            let Some(c) = case(inst) else {
+                if NO_EXPRESSION.contains(&inst.op()) {
+                    skipped.push(fam);
+                } else {
+                    unknown.push(fam);
+                }
+                continue;
+            };
+            checked += 1;
+            let st = *inst.types.last().unwrap();
+            let mut r = Rng::new(seed_of(&fam));
+            let mut lines = Vec::new();
+            for scalars in scalar_sets(c.scalars.len(), st) {
+                runs += 1;
+                let what = if scalars.is_empty() {
+                    String::new()
+                } else {
+                    format!(" scalars {scalars:?}")
+                };
+                match compare(inst, &c, &scalars, &mut r) {
+                    Outcome::Same | Outcome::BothRefused => {}
+                    Outcome::Differ(d) => lines.push(format!("   {}{what}: {d}", c.text)),
+                    Outcome::Broken(d) => lines.push(format!("   {}{what}: {d}", c.text)),
+                }
+            }
+            if !lines.is_empty() {
+                failures.push(format!("{fam}:\n{}", lines.join("\n")));
+            }
+        }
+        println!(
+            "{checked} families of {} checked ({runs} runs); skipped (no expression form): {skipped:?}",
+            all.len()
+        );
+        assert!(
+            unknown.is_empty(),
+            "op ids neither mapped nor skipped: {unknown:?}"
+        );
+        assert_eq!(checked + skipped.len(), all.len());
+        assert!(checked >= 480, "only {checked} families checked");
+        assert!(
+            failures.is_empty(),
+            "{} of {checked} families differ from their expression:\n{}",
+            failures.len(),
+            failures.join("\n")
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 2. The parser.
+// ---------------------------------------------------------------------------------------
+
+fn v(name: &str) -> Expr {
+    Expr::var(name)
+}
+
+#[test]
+fn the_seed_expression_parses_to_its_builder_form() {
+    let (a, b, c) = (v("a"), v("b"), v("c"));
+    let built = (a.clone() * b.clone()).sin() + c.sqrt() + a.cos() / (b.cos() + 2).log();
+    assert_eq!(parse("sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)"), built);
+    // Spacing does not matter; function names and casts build the same nodes.
+    assert_eq!(
+        parse("  sin( a * b )+sqrt(c)+cos(a) / log(cos(b) + 2)  "),
+        built
+    );
+    assert_eq!(parse("div(a, b)"), v("a") / v("b"));
+    assert_eq!(parse("trunc_div(a, b)"), v("a").trunc_div(v("b")));
+    assert_eq!(parse("f16(a)"), v("a").cast(F16));
+    assert_eq!(parse("bfloat16(a)"), v("a").cast(BF16));
+    assert_eq!(parse("where(c, a, 1.5)"), Expr::where_(v("c"), v("a"), 1.5));
+    assert_eq!(parse("a % 3"), v("a") % 3);
+}
+
+#[test]
+fn precedence_and_associativity() {
+    let (a, b, c) = (v("a"), v("b"), v("c"));
+    // `-a**2` is `-(a**2)`; `**` is right-associative.
+    assert_eq!(parse("-a**2"), -(a.clone().pow(2)));
+    assert_eq!(
+        parse("a ** b ** c"),
+        a.clone().pow(b.clone().pow(c.clone()))
+    );
+    assert_eq!(parse("2 ** -1"), Expr::int(2).pow(-1));
+    // Left-associative sums and products; `/` is true division, then `*`.
+    assert_eq!(parse("a - b - c"), (a.clone() - b.clone()) - c.clone());
+    assert_eq!(parse("a / b * c"), (a.clone() / b.clone()) * c.clone());
+    assert_eq!(parse("a + b * c"), a.clone() + b.clone() * c.clone());
+    // Comparisons bind tighter than `&`, `&` tighter than `|`, `!` tighter than both.
+    assert_eq!(
+        parse("a < b & c"),
+        a.clone().lt(b.clone()).logical_and(c.clone())
+    );
+    assert_eq!(
+        parse("!a | b"),
+        a.clone().logical_not().logical_or(b.clone())
+    );
+    assert_eq!(
+        parse("a && b || c"),
+        a.clone().logical_and(b.clone()).logical_or(c.clone())
+    );
+    assert_eq!(parse("~a"), a.clone().logical_not());
+    // Negative literals stay literals; `-x` of a name is `neg`.
+    assert_eq!(parse("-2"), Expr::int(-2));
+    assert_eq!(parse("-2.5"), Expr::float(-2.5));
+    assert_eq!(parse("-0.0").node(), &Node::Float(-0.0));
+    assert!(matches!(parse("-0.0").node(), Node::Float(x) if x.is_sign_negative()));
+    assert_eq!(parse("-a"), -a.clone());
+    assert_eq!(parse("+a"), a.clone());
+    // Numbers: underscores, exponents, leading dot; `true`/`false`.
+    assert_eq!(parse("1_000"), Expr::int(1000));
+    assert_eq!(parse("1e3"), Expr::float(1000.0));
+    assert_eq!(parse(".5"), Expr::float(0.5));
+    assert_eq!(parse("true | False"), Expr::bool(true).logical_or(false));
+    // Comparisons do not chain.
+    let e = Expr::parse("a < b < c").unwrap_err();
+    assert!(
+        matches!(&e, Error::ExprSyntax { pos: 6, reason } if reason.contains("chain")),
+        "{e:?}"
+    );
+    let e = Expr::parse("a == b != c").unwrap_err();
+    assert!(matches!(e, Error::ExprSyntax { pos: 7, .. }), "{e:?}");
+}
+
+/// The position and reason of a syntax error.
+fn syntax_error(text: &str) -> (usize, String) {
+    match Expr::parse(text) {
+        Err(Error::ExprSyntax { pos, reason }) => (pos, reason),
+        other => panic!("`{text}`: expected a syntax error, got {other:?}"),
+    }
+}
+
+#[test]
+fn parse_errors_are_typed_with_their_byte_position() {
+    // Unexpected character, named whole even when it is not ASCII.
+    let (pos, reason) = syntax_error("a + $b");
+    assert_eq!(pos, 4);
+    assert!(reason.contains("unexpected character `$`"), "{reason}");
+    let (pos, reason) = syntax_error("a + é");
+    assert_eq!(pos, 4);
+    assert!(reason.contains("`é`"), "{reason}");
+    assert_eq!(syntax_error("a # b").0, 2);
+    // Unbalanced parentheses.
+    let (pos, reason) = syntax_error("(a + b");
+    assert_eq!(pos, 6);
+    assert!(reason.contains("expected `)`"), "{reason}");
+    let (pos, reason) = syntax_error("a + b)");
+    assert_eq!(pos, 5);
+    assert!(reason.contains("after the expression"), "{reason}");
+    assert_eq!(syntax_error("sin(a").0, 5);
+    assert_eq!(syntax_error("((a)").0, 4);
+    // Unknown function: its name, position, and every known name.
+    match Expr::parse("a + frob(b)") {
+        Err(Error::ExprUnknown { name, pos, known }) => {
+            assert_eq!((name.as_str(), pos), ("frob", 4));
+            for n in [
+                "sin",
+                "trunc_div",
+                "where",
+                "clamp",
+                "f32",
+                "bf16",
+                "u8",
+                "bool",
+            ] {
+                assert!(known.split(", ").any(|k| k == n), "{n} not in {known}");
+            }
+        }
+        other => panic!("{other:?}"),
+    }
+    // Wrong argument counts, at the function's name.
+    let (pos, reason) = syntax_error("a + sin(a, b)");
+    assert_eq!(pos, 4);
+    assert!(reason.contains("takes 1 argument(s), not 2"), "{reason}");
+    let (pos, reason) = syntax_error("where(a)");
+    assert_eq!(pos, 0);
+    assert!(reason.contains("takes 3"), "{reason}");
+    let (pos, reason) = syntax_error("1 + f32(a, b)");
+    assert_eq!(pos, 4);
+    assert!(reason.contains("takes 1 argument"), "{reason}");
+    assert_eq!(syntax_error("max()").0, 0);
+    // Trailing tokens.
+    let (pos, reason) = syntax_error("a b");
+    assert_eq!(pos, 2);
+    assert!(reason.contains("unexpected `b`"), "{reason}");
+    assert_eq!(syntax_error("2a").0, 1);
+    // Empty text, or nothing after an operator.
+    let (pos, reason) = syntax_error("");
+    assert_eq!(pos, 0);
+    assert!(reason.contains("the end"), "{reason}");
+    assert_eq!(syntax_error("   ").0, 3);
+    assert_eq!(syntax_error("a +").0, 3);
+    assert_eq!(syntax_error("a * * b").0, 4);
+    // Numbers: too big for i64, malformed.
+    let (pos, reason) = syntax_error("a + 99999999999999999999");
+    assert_eq!(pos, 4);
+    assert!(reason.contains("64-bit"), "{reason}");
+    assert_eq!(parse("9223372036854775807"), Expr::int(i64::MAX));
+    assert_eq!(syntax_error("a + 1e").0, 4);
+    assert_eq!(syntax_error("1.2.3").0, 0);
+}
+
+#[test]
+fn nesting_deeper_than_the_limit_is_an_error() {
+    let nested = |n: usize| format!("{}a{}", "(".repeat(n), ")".repeat(n));
+    parse(&nested(60));
+    let (pos, reason) = syntax_error(&nested(100));
+    assert!(reason.contains("nested deeper than 64"), "{reason}");
+    // At the parenthesis that goes over (the 64th opens the 65th level) or the next.
+    assert!((63..=64).contains(&pos), "{pos}");
+    // Prefix operators and powers nest too.
+    assert!(syntax_error(&format!("{}a", "-".repeat(100)))
+        .1
+        .contains("nested"));
+    assert!(syntax_error(&format!("{}a", "!".repeat(100)))
+        .1
+        .contains("nested"));
+    assert!(syntax_error(&vec!["a"; 100].join("**"))
+        .1
+        .contains("nested"));
+    assert!(
+        syntax_error(&format!("{}a{}", "sin(".repeat(100), ")".repeat(100)))
+            .1
+            .contains("nested")
+    );
+    // Text over 64 KiB.
+    let (pos, reason) = syntax_error(&"a+".repeat(40_000));
+    assert_eq!(pos, 1 << 16);
+    assert!(reason.contains("longer"), "{reason}");
+}
+
+// ---------------------------------------------------------------------------------------
+// Child processes: a stack overflow aborts the whole test binary and a hang never ends, so
+// such tests run in a copy of this binary, limited in time.
+// ---------------------------------------------------------------------------------------
+
+const CHILD_ENV: &str = "STRIDED_APPLY_EXPR_TEST_CHILD";
+
+/// This module's path as the test harness names tests (without the crate).
+fn test_path(name: &str) -> String {
+    let m = module_path!();
+    let m = m.split_once("::").map_or(m, |(_, rest)| rest);
+    format!("{m}::{name}")
+}
+
+/// Whether this process is the child that runs test `name`.
+fn is_child(name: &str) -> bool {
+    std::env::var(CHILD_ENV).ok() == Some(test_path(name))
+}
+
+/// Runs test `name` of this binary in a child process; `Ok(stderr)` when it passed,
+/// `Err(why)` when it failed, crashed, or ran past `timeout` (then it is killed).
+fn run_child(name: &str, timeout: Duration) -> std::result::Result<String, String> {
+    use std::process::{Command, Stdio};
+    let path = test_path(name);
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args([path.as_str(), "--exact", "--nocapture", "--test-threads=1"])
+        .env(CHILD_ENV, &path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break Some(s);
+        }
+        if start.elapsed() > timeout {
+            // Our own child, by its handle.
+            child.kill().ok();
+            child.wait().ok();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        std::io::Read::read_to_string(&mut e, &mut err).ok();
+    }
+    let tail: String = err
+        .lines()
+        .rev()
+        .take(6)
+        .collect::<Vec<_>>()
+        .into_iter()
+        .rev()
+        .collect::<Vec<_>>()
+        .join("\n");
+    match status {
+        Some(s) if s.success() => Ok(tail),
+        Some(s) => Err(format!("{path} failed ({s}):\n{tail}")),
+        None => Err(format!(
+            "{path} did not finish in {timeout:?} (killed):\n{tail}"
+        )),
+    }
+}
+
+/// The child of [`a_long_flat_chain_is_a_limit_error_not_a_stack_overflow`].
+#[test]
+fn child_long_flat_chain() {
+    if !is_child("child_long_flat_chain") {
+        return;
+    }
+    // An 8 MiB stack, a main thread's usual size.
+    std::thread::Builder::new()
+        .stack_size(8 << 20)
+        .spawn(|| {
+            // 65_533 bytes: under the parser's own 64 KiB limit, and no nesting at all.
+            let text = vec!["a"; 32_767].join("+");
+            let e = Expr::parse(&text).expect("a flat sum parses");
+            let r = e.compile(&[("a", Arg::Tensor(F32))], None);
+            assert!(
+                matches!(
+                    r,
+                    Err(Error::ExprLimit {
+                        what: "instructions",
+                        ..
+                    })
+                ),
+                "{r:?}"
+            );
+            drop(e);
+        })
+        .unwrap()
+        .join()
+        .unwrap();
+}
+
+/// A flat `a+a+…+a` has no nesting, so the parser's nesting limit lets it through as a
+/// left-deep tree; compiling (and dropping) it must end in `ExprLimit`, not a stack
+/// overflow that aborts the process.
+#[test]
+fn a_long_flat_chain_is_a_limit_error_not_a_stack_overflow() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    if let Err(e) = run_child("child_long_flat_chain", Duration::from_secs(60)) {
+        panic!("{e}");
+    }
+}
+
+/// The child of [`a_shared_subtree_compiles_in_time_linear_in_its_nodes`].
+#[test]
+fn child_shared_dag() {
+    if !is_child("child_shared_dag") {
+        return;
+    }
+    // 41 distinct nodes, a tree of 2^40 leaves: `Expr` clones share subtrees.
+    let mut e = v("a");
+    for _ in 0..40 {
+        e = e.clone() + e;
+    }
+    let r = e.compile(&[("a", Arg::Tensor(F32))], None);
+    assert!(
+        matches!(
+            r,
+            Err(Error::ExprLimit {
+                what: "instructions",
+                ..
+            })
+        ),
+        "{r:?}"
+    );
+}
+
+/// `Expr` is cheap to clone because subtrees are shared; compiling such a DAG must not
+/// walk the tree it stands for (2^40 leaves here) before the instruction limit stops it.
+#[test]
+fn a_shared_subtree_compiles_in_time_linear_in_its_nodes() {
+    if std::env::var(CHILD_ENV).is_ok() {
+        return;
+    }
+    if let Err(e) = run_child("child_shared_dag", Duration::from_secs(20)) {
+        panic!("{e}");
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// 3. Lowering, limits and binding.
+// ---------------------------------------------------------------------------------------
+
+fn compile(text: &str, args: &[(&str, Arg)]) -> Result<Compiled> {
+    parse(text).compile(args, None)
+}
+
+#[test]
+fn limits_are_typed_errors() {
+    let a = [("a", Arg::Tensor(F32))];
+    // 70 terms: 139 instructions.
+    let e = compile(&vec!["a"; 70].join(" + "), &a).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ExprLimit {
+                what: "instructions",
+                limit: 64,
+                got: 65
+            }
+        ),
+        "{e:?}"
+    );
+    // 64 instructions fit (32 loads, 31 adds, 1 neg).
+    compile(&format!("-({})", vec!["a"; 32].join(" + ")), &a).unwrap();
+    // Right-leaning: every `a` waits on the stack for the sum to its right.
+    let mut text = "a".to_string();
+    for _ in 0..10 {
+        text = format!("a+({text})");
+    }
+    let e = compile(&text, &a).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ExprLimit {
+                what: "stack depth",
+                limit: 8,
+                got: 9
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("stack depth"), "{e}");
+    // Depth 8 fits.
+    let mut text = "a".to_string();
+    for _ in 0..7 {
+        text = format!("a+({text})");
+    }
+    assert_eq!(compile(&text, &a).unwrap().program().max_depth, 8);
+    // Nine distinct tensors.
+    let names: Vec<String> = (0..9).map(|i| format!("x{i}")).collect();
+    let args: Vec<(&str, Arg)> = names
+        .iter()
+        .map(|n| (n.as_str(), Arg::Tensor(F32)))
+        .collect();
+    let e = compile(&names.join(" + "), &args).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ExprLimit {
+                what: "tensor inputs",
+                limit: 8,
+                got: 9
+            }
+        ),
+        "{e:?}"
+    );
+    compile(&names[..8].join(" + "), &args[..8]).unwrap();
+    // Seventeen distinct constants; repeated literals share a slot.
+    let lits: Vec<String> = (1..=17).map(|i| i.to_string()).collect();
+    let e = compile(&format!("a + {}", lits.join(" + ")), &a).unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::ExprLimit {
+                what: "constants and scalars",
+                limit: 16,
+                got: 17
+            }
+        ),
+        "{e:?}"
+    );
+    compile(&format!("a{}", " + 2.5".repeat(20)), &a).unwrap();
+}
+
+/// Repeated literals share one constant slot, whatever came before them: a run-time
+/// scalar's slot (whose placeholder bits are 0) must not make every later `0` literal take
+/// a slot of its own.
+#[test]
+fn zero_literals_after_a_scalar_share_one_constant_slot() {
+    let args = [
+        ("a", Arg::Tensor(F32)),
+        ("s", Arg::Scalar(ScalarKind::Float)),
+    ];
+    let without = compile(&format!("a{}", " + 0".repeat(16)), &args[..1]).unwrap();
+    assert_eq!(without.program().len, 33);
+    let with = compile(&format!("a + s{}", " + 0".repeat(16)), &args);
+    assert!(
+        with.is_ok(),
+        "two distinct constants (s and 0) over the limit of 16: {:?}",
+        with.err()
+    );
+}
+
+#[test]
+fn names_must_be_bound_exactly_once() {
+    let f = Arg::Tensor(F32);
+    let bind_err = |r: Result<Compiled>| match r {
+        Err(Error::ExprBind { name, reason }) => (name, reason),
+        other => panic!("expected ExprBind, got {other:?}"),
+    };
+    let (name, reason) = bind_err(compile("a + b", &[("a", f), ("b", f), ("a", f)]));
+    assert_eq!(name, "a");
+    assert!(reason.contains("twice"), "{reason}");
+    let (name, reason) = bind_err(compile("a + b", &[("a", f), ("b", f), ("z", f)]));
+    assert_eq!(name, "z");
+    assert!(reason.contains("a, b"), "{reason}");
+    let (name, _) = bind_err(compile("a + b", &[("a", f)]));
+    assert_eq!(name, "b");
+    let (name, _) = bind_err(compile("a + sin(q)", &[("a", f)]));
+    assert_eq!(name, "q");
+}
+
+#[test]
+fn type_errors() {
+    let t = |ty| Arg::Tensor(ty);
+    let type_err = |r: Result<Compiled>| match r {
+        Err(Error::ExprType { reason }) => reason,
+        other => panic!("expected ExprType, got {other:?}"),
+    };
+    let r = type_err(compile("a % b", &[("a", t(F32)), ("b", t(F32))]));
+    assert!(r.contains("remainder"), "{r}");
+    type_err(compile("a % 2", &[("a", t(F16))]));
+    type_err(compile("a % 2.5", &[("a", t(I32))]));
+    compile("a % b", &[("a", t(I32)), ("b", t(U8))]).unwrap();
+    let r = type_err(compile("a + b", &[("a", t(Bool)), ("b", t(Bool))]));
+    assert!(r.contains("bool"), "{r}");
+    type_err(compile("a * (a < a)", &[("a", t(Bool))]));
+    type_err(compile("-a", &[("a", t(Bool))]));
+    type_err(compile("clamp(a, a, a)", &[("a", t(Bool))]));
+    type_err(compile("a + true", &[("a", t(Bool))]));
+    // Bools with numbers, logic and comparisons of bools are fine.
+    compile("a + 1", &[("a", t(Bool))]).unwrap();
+    compile(
+        "(a < b) & !c",
+        &[("a", t(Bool)), ("b", t(Bool)), ("c", t(Bool))],
+    )
+    .unwrap();
+    compile("where(a, a, b)", &[("a", t(Bool)), ("b", t(Bool))]).unwrap();
+    // Ops built with the wrong operand count, or that are not ops of the language.
+    let e = Expr::op(Opcode::Add, vec![v("a")]).compile(&[("a", t(F32))], None);
+    assert!(matches!(e, Err(Error::ExprType { .. })), "{e:?}");
+    let e = Expr::op(Opcode::Where, vec![v("a"), v("a")]).compile(&[("a", t(F32))], None);
+    assert!(matches!(e, Err(Error::ExprType { .. })), "{e:?}");
+    for op in [Opcode::Cast, Opcode::Narrow] {
+        let e = Expr::op(op, vec![v("a")]).compile(&[("a", t(F32))], None);
+        assert!(matches!(e, Err(Error::ExprType { .. })), "{op:?}: {e:?}");
+    }
+}
+
+/// `load` and `const` take no operands, so `Expr::op(Opcode::Load, vec![])` passes the
+/// arity check; compiling it must be a type error like the other non-language opcodes,
+/// not a panic.
+#[test]
+fn opcodes_without_operands_are_type_errors_not_panics() {
+    for op in [Opcode::Load, Opcode::Const] {
+        let e = std::panic::catch_unwind(|| Expr::op(op, vec![]).compile(&[], None));
+        match e {
+            Ok(Err(Error::ExprType { .. })) => {}
+            Ok(other) => panic!("{op:?}: {other:?}"),
+            Err(_) => panic!("compiling Expr::op({op:?}, vec![]) panics"),
+        }
+    }
+}
+
+#[test]
+fn scalars_bind_exactly_or_are_refused() {
+    let c = compile(
+        "a + s",
+        &[("a", Arg::Tensor(U8)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    assert_eq!(c.out(), U8);
+    let refused = |s: Scalar| match c.bind(&[("s", s)]) {
+        Err(Error::ExprBind { name, reason }) => {
+            assert_eq!(name, "s");
+            reason
+        }
+        other => panic!("{s:?}: expected ExprBind, got {other:?}"),
+    };
+    assert!(refused(Scalar::I64(300)).contains("300"));
+    refused(Scalar::U64(300));
+    refused(Scalar::I64(-1));
+    let r = refused(Scalar::F64(3.0));
+    assert!(r.contains("Int"), "{r}");
+    refused(Scalar::Bool(true));
+    c.bind(&[("s", Scalar::I64(255))]).unwrap();
+    c.bind(&[("s", Scalar::U64(0))]).unwrap();
+    // Missing, and not a scalar of the expression.
+    assert!(matches!(c.bind(&[]), Err(Error::ExprBind { .. })));
+    assert!(matches!(
+        c.bind(&[("s", Scalar::I64(1)), ("t", Scalar::I64(1))]),
+        Err(Error::ExprBind { name, .. }) if name == "t"
+    ));
+    assert!(matches!(
+        c.bind(&[("a", Scalar::I64(1)), ("s", Scalar::I64(1))]),
+        Err(Error::ExprBind { name, .. }) if name == "a"
+    ));
+    // A float program refuses an int scalar only if compiled for floats.
+    let f = compile(
+        "a * s",
+        &[
+            ("a", Arg::Tensor(F32)),
+            ("s", Arg::Scalar(ScalarKind::Float)),
+        ],
+    )
+    .unwrap();
+    assert!(matches!(
+        f.bind(&[("s", Scalar::I64(2))]),
+        Err(Error::ExprBind { .. })
+    ));
+    f.bind(&[("s", Scalar::F64(1e300))]).unwrap();
+    // i32 and i64 ranges.
+    let i = compile(
+        "a - s",
+        &[("a", Arg::Tensor(I32)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    i.bind(&[("s", Scalar::I64(i32::MIN as i64))]).unwrap();
+    assert!(i.bind(&[("s", Scalar::I64(i32::MAX as i64 + 1))]).is_err());
+    let l = compile(
+        "a - s",
+        &[("a", Arg::Tensor(I64)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    assert!(l.bind(&[("s", Scalar::U64(u64::MAX))]).is_err());
+    l.bind(&[("s", Scalar::U64(i64::MAX as u64))]).unwrap();
+}
+
+/// A scalar given twice is refused at binding, as a name given twice is at compiling.
+#[test]
+fn a_scalar_given_twice_is_refused() {
+    let c = compile(
+        "a + s",
+        &[("a", Arg::Tensor(I32)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    let r = c.bind(&[("s", Scalar::I64(1)), ("s", Scalar::I64(2))]);
+    assert!(
+        matches!(&r, Err(Error::ExprBind { name, .. }) if name == "s"),
+        "two values for `s` accepted (the constant is {:?})",
+        r.map(|p| p.consts[0])
+    );
+}
+
+/// An integer literal meets an integer type as a scalar does (PyTorch: `uint8 + 300` is an
+/// error), instead of wrapping silently (`a + 300` computing `a + 44`).
+#[test]
+fn an_integer_literal_that_does_not_fit_its_type_is_refused() {
+    let u8a = [("a", Arg::Tensor(U8))];
+    let r = compile("a + 300", &u8a);
+    assert!(
+        matches!(r, Err(Error::ExprType { .. } | Error::ExprBind { .. })),
+        "`a + 300` over u8 compiles (the constant is {:?})",
+        r.map(|c| c.program().consts[0])
+    );
+    let r = compile("a < -1", &u8a);
+    assert!(r.is_err(), "`a < -1` over u8 compiles to `a < 255`");
+    compile("a + 255", &u8a).unwrap();
+    // The scalar path refuses the same values.
+    let s = compile(
+        "a + s",
+        &[("a", Arg::Tensor(U8)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    assert!(s.bind(&[("s", Scalar::I64(300))]).is_err());
+}
+
+/// An integer scalar meeting a float type rounds once, as the library's scalars and the
+/// expression's own integer literals do (`i64 as f32`), not twice through `f64`.
+#[test]
+fn integer_scalars_round_once_into_floats() {
+    let x: i64 = (1 << 62) + (1 << 38) + 1;
+    let once = x as f32;
+    assert_eq!(once.to_bits(), 0x5e80_0001);
+    assert_eq!(((x as f64) as f32).to_bits(), 0x5e80_0000);
+    // The literal path rounds once.
+    let (_, lit) = eval_1d(&format!("a + {x}"), &[("a", F32, f32s(&[0.0]))], &[], None).unwrap();
+    assert_eq!(lit, f32s(&[once]));
+    // The scalar path must agree.
+    let (_, got) = eval_1d(
+        "a + s",
+        &[("a", F32, f32s(&[0.0]))],
+        &[("s", Scalar::I64(x))],
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        got[0],
+        once.to_bits() as u64,
+        "int scalar {x} into f32: got {}, want {}",
+        show(F32, got[0]),
+        show(F32, once.to_bits() as u64)
+    );
+}
+
+/// A float literal or scalar converted to f64 keeps its f64 value (`f64(0.1)` is 0.1, as
+/// in `a_f64 + 0.1`), rather than going through f32 first.
+#[test]
+fn weak_floats_cast_to_f64_keep_their_precision() {
+    let a = [("a", F64, vec![0f64.to_bits()])];
+    let (_, direct) = eval_1d("a + 0.1", &a, &[], None).unwrap();
+    assert_eq!(direct, vec![0.1f64.to_bits()]);
+    let (_, lit) = eval_1d("a + f64(0.1)", &a, &[], None).unwrap();
+    let (_, sc) = eval_1d("a + f64(s)", &a, &[("s", Scalar::F64(0.1))], None).unwrap();
+    assert_eq!(
+        (show(F64, lit[0]), show(F64, sc[0])),
+        (show(F64, 0.1f64.to_bits()), show(F64, 0.1f64.to_bits())),
+        "f64(0.1) and f64(s) with s = 0.1 (left: literal, right: scalar)"
+    );
+}
+
+#[test]
+fn run_cpu_errors_leave_the_output_untouched() {
+    let c = compile(
+        "a * s + b",
+        &[
+            ("a", Arg::Tensor(F32)),
+            ("b", Arg::Tensor(F32)),
+            ("s", Arg::Scalar(ScalarKind::Float)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.inputs(), ["a", "b"]);
+    let l = contiguous(&[4]);
+    let a = Buf::of(F32, &f32s(&[1.0, 2.0, 3.0, 4.0]));
+    let ai = Buf::of(I32, &[1, 2, 3, 4]);
+    let short = contiguous(&[5]);
+    let wide = contiguous(&[3]);
+    let s = [("s", Scalar::F64(2.0))];
+    let mut out = Buf::new(16, 0xEE);
+    let mut out64 = Buf::new(32, 0xEE);
+    let check = |what: &str, out: &Buf, r: Result<()>, ok: &dyn Fn(&Error) -> bool| {
+        let e = r.expect_err(what);
+        assert!(ok(&e), "{what}: {e:?}");
+        assert!(
+            out.bytes().iter().all(|&b| b == 0xEE),
+            "{what}: output written"
+        );
+    };
+    fn t<'a>(b: &'a Buf, ty: ElemType, l: &'a Layout) -> HostTensor<'a> {
+        HostTensor::new(b.bytes(), ty, l)
+    }
+    let run = |o: &mut Buf, ins: &[HostTensor], sc: &[(&str, Scalar)]| {
+        c.run_cpu(HostTensorMut::new(o.bytes_mut(), F32, &l), ins, sc)
+    };
+    let r = run(&mut out, &[t(&a, F32, &l)], &s);
+    check("one input of two", &out, r, &|e| {
+        matches!(e, Error::ExprBind { .. })
+    });
+    let r = run(
+        &mut out,
+        &[t(&a, F32, &l), t(&a, F32, &l), t(&a, F32, &l)],
+        &s,
+    );
+    check("three inputs", &out, r, &|e| {
+        matches!(e, Error::ExprBind { .. })
+    });
+    let r = run(&mut out, &[t(&a, F32, &l), t(&ai, I32, &l)], &s);
+    check("an i32 input", &out, r, &|e| {
+        matches!(
+            e,
+            Error::TypeMismatch {
+                operand: "input 1",
+                expected: "f32",
+                found: "i32"
+            }
+        )
+    });
+    let r = run(&mut out, &[t(&a, F32, &l), t(&a, F32, &l)], &[]);
+    check("no scalar", &out, r, &|e| {
+        matches!(e, Error::ExprBind { .. })
+    });
+    let r = run(
+        &mut out,
+        &[t(&a, F32, &l), t(&a, F32, &l)],
+        &[("s", Scalar::I64(2))],
+    );
+    check("an int scalar", &out, r, &|e| {
+        matches!(e, Error::ExprBind { .. })
+    });
+    let r = run(&mut out, &[t(&a, F32, &l), t(&a, F32, &short)], &s);
+    check("out of bounds", &out, r, &|e| {
+        matches!(e, Error::OutOfBounds { .. })
+    });
+    let r = run(&mut out, &[t(&a, F32, &l), t(&a, F32, &wide)], &s);
+    check("shapes [4] and [3]", &out, r, &|e| {
+        matches!(e, Error::Broadcast { .. })
+    });
+    let overlapping = Layout::new(&[2, 2], &[0, 1], 0).unwrap();
+    let square = contiguous(&[2, 2]);
+    let r = c.run_cpu(
+        HostTensorMut::new(out.bytes_mut(), F32, &overlapping),
+        &[t(&a, F32, &square), t(&a, F32, &square)],
+        &s,
+    );
+    check("an overlapping output", &out, r, &|e| {
+        matches!(e, Error::OverlappingOutput { .. })
+    });
+    // A wrong output type.
+    let r = c.run_cpu(
+        HostTensorMut::new(out64.bytes_mut(), F64, &l),
+        &[t(&a, F32, &l), t(&a, F32, &l)],
+        &s,
+    );
+    assert!(
+        matches!(r, Err(Error::TypeMismatch { operand: "out", .. })),
+        "{r:?}"
+    );
+    assert!(out64.bytes().iter().all(|&b| b == 0xEE));
+    // And the good call writes.
+    run(&mut out, &[t(&a, F32, &l), t(&a, F32, &l)], &s).unwrap();
+    assert_eq!(out.elems(F32), f32s(&[3.0, 6.0, 9.0, 12.0]));
+}
+
+#[test]
+fn programs_run_with_no_tensor_input_and_on_empty_tensors() {
+    let c = compile("s * 2 + 1", &[("s", Arg::Scalar(ScalarKind::Int))]).unwrap();
+    assert_eq!((c.out(), c.inputs().len()), (I64, 0));
+    let l = contiguous(&[3]);
+    let mut o = Buf::new(24, 0);
+    c.run_cpu(
+        HostTensorMut::new(o.bytes_mut(), I64, &l),
+        &[],
+        &[("s", Scalar::I64(20))],
+    )
+    .unwrap();
+    assert_eq!(o.elems(I64), [41, 41, 41]);
+    let c = compile("a + 1", &[("a", Arg::Tensor(F32))]).unwrap();
+    let none = contiguous(&[0, 3]);
+    c.run_cpu(
+        HostTensorMut::new(&mut [], F32, &none),
+        &[HostTensor::new(&[], F32, &none)],
+        &[],
+    )
+    .unwrap();
+}
+
+// ---------------------------------------------------------------------------------------
+// 4. Promotion.
+// ---------------------------------------------------------------------------------------
+
+#[test]
+fn promote_types_follows_pytorch() {
+    // torch.promote_types over the element types the library has, every unordered pair.
+    #[rustfmt::skip]
+    let table: &[(ElemType, ElemType, ElemType)] = &[
+        (Bool, Bool, Bool), (Bool, U8, U8), (Bool, I32, I32), (Bool, I64, I64),
+        (Bool, U32, U32), (Bool, F16, F16), (Bool, BF16, BF16), (Bool, F32, F32),
+        (Bool, F64, F64),
+        (U8, U8, U8), (U8, I32, I32), (U8, I64, I64), (U8, U32, U32), (U8, F16, F16),
+        (U8, BF16, BF16), (U8, F32, F32), (U8, F64, F64),
+        (I32, I32, I32), (I32, I64, I64), (I32, U32, I64), (I32, F16, F16),
+        (I32, BF16, BF16), (I32, F32, F32), (I32, F64, F64),
+        (I64, I64, I64), (I64, U32, I64), (I64, F16, F16), (I64, BF16, BF16),
+        (I64, F32, F32), (I64, F64, F64),
+        (U32, U32, U32), (U32, F16, F16), (U32, BF16, BF16), (U32, F32, F32),
+        (U32, F64, F64),
+        (F16, F16, F16), (F16, BF16, F32), (F16, F32, F32), (F16, F64, F64),
+        (BF16, BF16, BF16), (BF16, F32, F32), (BF16, F64, F64),
+        (F32, F32, F32), (F32, F64, F64),
+        (F64, F64, F64),
+    ];
+    assert_eq!(table.len(), 45);
+    for &(a, b, want) in table {
+        assert_eq!(promote_types(a, b), want, "{a:?} + {b:?}");
+        assert_eq!(promote_types(b, a), want, "{b:?} + {a:?}");
+    }
+}
+
+/// The output type of `text` over tensors `args`.
+fn out_type(text: &str, args: &[(&str, ElemType)]) -> ElemType {
+    compile(text, &tensors(args))
+        .unwrap_or_else(|e| panic!("`{text}` {args:?}: {e}"))
+        .out()
+}
+
+#[test]
+fn expression_types_follow_pytorch() {
+    // Tensor with tensor.
+    assert_eq!(out_type("a + b", &[("a", U8), ("b", I32)]), I32);
+    assert_eq!(out_type("a + b", &[("a", U32), ("b", I32)]), I64);
+    assert_eq!(out_type("a + b", &[("a", F16), ("b", BF16)]), F32);
+    assert_eq!(out_type("a + b", &[("a", F16), ("b", F32)]), F32);
+    assert_eq!(out_type("a + b", &[("a", I64), ("b", F64)]), F64);
+    assert_eq!(out_type("a + b", &[("a", F16), ("b", I64)]), F16);
+    assert_eq!(
+        out_type("a * b + c", &[("a", U8), ("b", Bool), ("c", F32)]),
+        F32
+    );
+    // Literals are weak: they take the tensor's type within its category.
+    assert_eq!(out_type("a + 1.5", &[("a", I32)]), F32);
+    assert_eq!(out_type("a + 1.5", &[("a", U8)]), F32);
+    assert_eq!(out_type("a + 1.5", &[("a", F16)]), F16);
+    assert_eq!(out_type("a + 1.5", &[("a", F64)]), F64);
+    assert_eq!(out_type("a + 1", &[("a", U8)]), U8);
+    assert_eq!(out_type("a + 1", &[("a", I32)]), I32);
+    assert_eq!(out_type("a + 1", &[("a", Bool)]), I64);
+    assert_eq!(out_type("a + 1", &[("a", BF16)]), BF16);
+    assert_eq!(
+        out_type("where(c, a, 1.5)", &[("c", Bool), ("a", I32)]),
+        F32
+    );
+    assert_eq!(out_type("where(c, a, 1)", &[("c", Bool), ("a", U8)]), U8);
+    assert_eq!(out_type("1 + 2", &[]), I64);
+    assert_eq!(out_type("1 + 2.5", &[]), F32);
+    // Scalars are weak too.
+    let c = compile(
+        "a * s",
+        &[("a", Arg::Tensor(U8)), ("s", Arg::Scalar(ScalarKind::Int))],
+    )
+    .unwrap();
+    assert_eq!(c.out(), U8);
+    let c = compile(
+        "a * s",
+        &[
+            ("a", Arg::Tensor(I64)),
+            ("s", Arg::Scalar(ScalarKind::Float)),
+        ],
+    )
+    .unwrap();
+    assert_eq!(c.out(), F32);
+    // True division and the float functions give floats; comparisons bools.
+    assert_eq!(out_type("a / b", &[("a", I32), ("b", I32)]), F32);
+    assert_eq!(out_type("a / 2", &[("a", U8)]), F32);
+    assert_eq!(out_type("a / b", &[("a", F16), ("b", F16)]), F16);
+    assert_eq!(out_type("trunc_div(a, b)", &[("a", I32), ("b", I32)]), I32);
+    assert_eq!(out_type("sqrt(a)", &[("a", I64)]), F32);
+    assert_eq!(out_type("exp(a)", &[("a", BF16)]), BF16);
+    assert_eq!(out_type("a < 1.5", &[("a", I32)]), Bool);
+    assert_eq!(out_type("(a < b) + 1", &[("a", F32), ("b", F32)]), I64);
+    assert_eq!(out_type("i32(a) + 1.5", &[("a", F64)]), F32);
+    assert_eq!(out_type("u8(a) + 1", &[("a", F64)]), U8);
+    assert_eq!(out_type("f16(a) * b", &[("a", F64), ("b", BF16)]), F32);
+    // An output type given overrides.
+    let c = parse("a + b")
+        .compile(&tensors(&[("a", F16), ("b", F16)]), Some(F64))
+        .unwrap();
+    assert_eq!(c.out(), F64);
+}
+
+#[test]
+fn true_division_of_integers_gives_floats() {
+    let a: Vec<u64> = [7, -7, 1, 0, i32::MAX, i32::MIN, -1]
+        .iter()
+        .map(|&x: &i32| x as u32 as u64)
+        .collect();
+    let b: Vec<u64> = [2, 2, 0, 0, 1, -1, 3]
+        .iter()
+        .map(|&x: &i32| x as u32 as u64)
+        .collect();
+    let (t, got) = eval_1d(
+        "a / b",
+        &[("a", I32, a.clone()), ("b", I32, b.clone())],
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(t, F32);
+    let want = [
+        3.5f32,
+        -3.5,
+        f32::INFINITY,
+        f32::NAN,
+        2_147_483_648.0,
+        2_147_483_648.0,
+        -1.0 / 3.0,
+    ];
+    for (g, w) in got.iter().zip(want) {
+        let g = f32::from_bits(*g as u32);
+        assert!(g == w || (g.is_nan() && w.is_nan()), "{g} != {w}");
+    }
+    // trunc_div and % stay integers: truncation, the divisor's sign, and 0 for x / 0.
+    let (_, q) = eval_1d(
+        "trunc_div(a, b)",
+        &[("a", I32, a.clone()), ("b", I32, b.clone())],
+        &[],
+        None,
+    )
+    .unwrap();
+    let q: Vec<i32> = q.iter().map(|&x| x as u32 as i32).collect();
+    assert_eq!(q, [3, -3, 0, 0, i32::MAX, i32::MIN, 0]);
+    let (_, m) = eval_1d("a % b", &[("a", I32, a), ("b", I32, b)], &[], None).unwrap();
+    let m: Vec<i32> = m.iter().map(|&x| x as u32 as i32).collect();
+    assert_eq!(m, [1, 1, 0, 0, 0, 0, 2]);
+}
+
+// ---------------------------------------------------------------------------------------
+// 5. Layouts: strided inputs and outputs give the bits of contiguous copies.
+// ---------------------------------------------------------------------------------------
+
+const CASTS_GEN: [&str; 9] = [
+    "f32", "f64", "i32", "i64", "u32", "u8", "f16", "bf16", "bool",
+];
+
+struct Gen<'a> {
+    names: &'a [&'a str],
+    scalar: bool,
+}
+
+fn gen_leaf(r: &mut Rng, g: &Gen) -> String {
+    match r.below(10) {
+        0..=5 => r.pick(g.names).to_string(),
+        6 | 7 => r
+            .pick(&["0", "1", "2", "3", "7", "255", "-3", "100000"])
+            .to_string(),
+        8 => r
+            .pick(&["0.5", "-2.25", "1e30", "3.0", "0.001", "(-0.0)", "1e-40"])
+            .to_string(),
+        _ if g.scalar => "s".to_string(),
+        _ => r.pick(g.names).to_string(),
+    }
+}
+
+/// A random numeric expression at most `depth` levels below this one.
+fn gen_num(r: &mut Rng, depth: usize, g: &Gen) -> String {
+    if depth == 0 || r.chance(0.15 + 0.1 * (4 - depth.min(4)) as f64) {
+        return gen_leaf(r, g);
+    }
+    let d = depth - 1;
+    match r.below(12) {
+        0 | 1 => {
+            let f = r.pick(&[
+                "-", "abs", "relu", "sqrt", "rsqrt", "exp", "log", "sin", "cos", "tanh", "sigmoid",
+            ]);
+            format!("{f}({})", gen_num(r, d, g))
+        }
+        2..=5 => {
+            let op = r.pick(&["+", "-", "*", "/", "%", "**", "+", "*"]);
+            format!("({}) {op} ({})", gen_num(r, d, g), gen_num(r, d, g))
+        }
+        6 | 7 => {
+            let f = r.pick(&["trunc_div", "min", "max", "pow", "remainder"]);
+            format!("{f}({}, {})", gen_num(r, d, g), gen_num(r, d, g))
+        }
+        8 => {
+            let f = r.pick(&["fma", "clamp"]);
+            let (x, y, z) = (gen_num(r, d, g), gen_num(r, d, g), gen_num(r, d, g));
+            format!("{f}({x}, {y}, {z})")
+        }
+        9 => {
+            let (c, x, y) = (gen_bool(r, d, g), gen_num(r, d, g), gen_num(r, d, g));
+            format!("where({c}, {x}, {y})")
+        }
+        10 => format!("{}({})", r.pick(&CASTS_GEN), gen_num(r, d, g)),
+        _ => gen_leaf(r, g),
+    }
+}
+
+/// A random bool expression.
+fn gen_bool(r: &mut Rng, depth: usize, g: &Gen) -> String {
+    if depth == 0 || r.chance(0.3) {
+        return match r.below(3) {
+            0 => r.pick(&["true", "false"]).to_string(),
+            1 => format!("bool({})", r.pick(g.names)),
+            _ => format!("{} > 0", r.pick(g.names)),
+        };
+    }
+    let d = depth - 1;
+    match r.below(4) {
+        0 | 1 => {
+            let op = r.pick(&["<", "<=", ">", ">=", "==", "!="]);
+            format!("({}) {op} ({})", gen_num(r, d, g), gen_num(r, d, g))
+        }
+        2 => {
+            let op = r.pick(&["&", "|"]);
+            format!("({}) {op} ({})", gen_bool(r, d, g), gen_bool(r, d, g))
+        }
+        _ => format!("!({})", gen_bool(r, d, g)),
+    }
+}
+
+/// A random view of logical shape `shape` over a fresh buffer (`fill` for every element,
+/// or random values): sliced with steps ±1 and ±2 from random starts, transposed, or (for
+/// inputs) broadcast with zero strides.
+fn random_view(
+    r: &mut Rng,
+    e: ElemType,
+    shape: &[usize],
+    broadcast: bool,
+    fill: Option<u8>,
+) -> (Buf, Layout) {
+    if broadcast && shape.iter().any(|&n| n > 1) && r.chance(0.3) {
+        // Zero strides: a view with size-1 axes (and maybe fewer axes) broadcast up.
+        let lead = r.below(shape.len().min(2) + 1).min(shape.len() - 1);
+        let small: Vec<usize> = shape[lead..]
+            .iter()
+            .map(|&n| if r.chance(0.5) { 1 } else { n })
+            .collect();
+        let (b, l) = random_view(r, e, &small, false, fill);
+        let l = l.broadcast_to(shape).unwrap();
+        assert_eq!(l.shape(), shape);
+        return (b, l);
+    }
+    let rank = shape.len();
+    let swap = (rank >= 2 && r.chance(0.4)).then(|| {
+        let i = r.below(rank);
+        (i, (i + 1 + r.below(rank - 1)) % rank)
+    });
+    let mut m = shape.to_vec();
+    if let Some((i, j)) = swap {
+        m.swap(i, j);
+    }
+    let steps: Vec<isize> = m
+        .iter()
+        .map(|_| {
+            if r.chance(0.5) {
+                r.pick(&[2, -1, -2, 1])
+            } else {
+                1
+            }
+        })
+        .collect();
+    let storage: Vec<usize> = m
+        .iter()
+        .zip(&steps)
+        .map(|(&n, &s)| {
+            if s == 1 && r.chance(0.5) {
+                n
+            } else {
+                n * s.unsigned_abs() + 1 + r.below(2)
+            }
+        })
+        .collect();
+    let mut l = contiguous(&storage);
+    for d in 0..rank {
+        let (n, k, size) = (m[d], steps[d].unsigned_abs(), storage[d]);
+        if size == n {
+            continue;
+        }
+        let (start, end) = if steps[d] > 0 {
+            let s = r.below(size - n * k + 1);
+            (s, s + n * k)
+        } else {
+            let s = n * k + r.below(size - n * k);
+            (s, s - n * k)
+        };
+        l = l
+            .slice(d, Some(start as isize), Some(end as isize), steps[d])
+            .unwrap();
+        assert_eq!(l.shape()[d], n, "slice {start}..{end} by {}", steps[d]);
+    }
+    if let Some((i, j)) = swap {
+        l = l.transpose(i, j).unwrap();
+    }
+    assert_eq!(l.shape(), shape);
+    let count: usize = storage.iter().product();
+    let b = match fill {
+        Some(f) => Buf::new(count * e.size(), f),
+        None => random_buf(r, e, count),
+    };
+    (b, l)
+}
+
+#[test]
+fn strided_layouts_give_the_bits_of_contiguous_copies() {
+    let mut r = Rng::new(0x5eed_1a70);
+    let (mut ran, mut refused, mut scalars_refused) = (0, 0, 0);
+    let mut failures: Vec<String> = Vec::new();
+    let trials = 1500;
+    for trial in 0..trials {
+        let all = ["a", "b", "c", "d"];
+        let n_in = 1 + r.below(4);
+        let g = Gen {
+            names: &all[..n_in],
+            scalar: r.chance(0.3),
+        };
+        let text = gen_num(&mut r, 4, &g);
+        let e = parse(&text);
+        let used: Vec<String> = e.names().iter().map(|s| s.to_string()).collect();
+        let dtypes: Vec<ElemType> = used.iter().map(|_| r.pick(&ALL_TYPES)).collect();
+        let scalar = if r.chance(0.5) {
+            Scalar::F64(r.pick(&[0.5, -3.0, 1e10, 0.1, f64::NAN]))
+        } else {
+            Scalar::I64(r.pick(&[0, 1, 3, 100, -2]))
+        };
+        let args: Vec<(&str, Arg)> = used
+            .iter()
+            .zip(&dtypes)
+            .map(|(n, &t)| {
+                if n == "s" {
+                    (n.as_str(), Arg::Scalar(kind_of(&scalar)))
+                } else {
+                    (n.as_str(), Arg::Tensor(t))
+                }
+            })
+            .collect();
+        let out = r.chance(0.3).then(|| r.pick(&ALL_TYPES));
+        let c = match e.compile(&args, out) {
+            Ok(c) => c,
+            Err(Error::ExprType { .. } | Error::ExprLimit { .. }) => {
+                refused += 1;
+                continue;
+            }
+            Err(err) => panic!("`{text}` {args:?}: {err}"),
+        };
+        let sc: Vec<(&str, Scalar)> = if g.scalar && used.iter().any(|n| n == "s") {
+            vec![("s", scalar)]
+        } else {
+            vec![]
+        };
+        if c.bind(&sc).is_err() {
+            // An int scalar that does not fit the type it meets (e.g. -2 for u8).
+            scalars_refused += 1;
+            continue;
+        }
+        // Shapes: the output's, rank 1 to 3, an inner axis longer than the interpreter's
+        // 16 lanes at times; each input the same or broadcastable (size-1 axes, fewer axes).
+        let rank = 1 + r.below(3);
+        let mut shape: Vec<usize> = (0..rank).map(|_| r.pick(&[1, 2, 3, 5])).collect();
+        shape[rank - 1] = r.pick(&[1, 3, 7, 17, 37]);
+        let ins: Vec<(ElemType, Buf, Layout)> = c
+            .inputs()
+            .iter()
+            .map(|name| {
+                let t = dtypes[used.iter().position(|n| n == name).unwrap()];
+                let lead = r.below(rank);
+                let own: Vec<usize> = shape[lead..]
+                    .iter()
+                    .map(|&n| if r.chance(0.2) { 1 } else { n })
+                    .collect();
+                let (b, l) = random_view(&mut r, t, &own, true, None);
+                (t, b, l)
+            })
+            .collect();
+        let ot = c.out();
+        let (mut ob, ol) = random_view(&mut r, ot, &shape, false, Some(0xC3));
+        let strided: Vec<HostTensor> = ins
+            .iter()
+            .map(|(t, b, l)| HostTensor::new(b.bytes(), *t, l))
+            .collect();
+        c.run_cpu(HostTensorMut::new(ob.bytes_mut(), ot, &ol), &strided, &sc)
+            .unwrap_or_else(|err| panic!("`{text}`: {err}"));
+        // Contiguous copies of the same logical inputs, broadcast to the output's shape.
+        let cl = contiguous(&shape);
+        let copies: Vec<(ElemType, Buf)> = ins
+            .iter()
+            .map(|(t, b, l)| (*t, Buf::of(*t, &gather(b, *t, l, &shape))))
+            .collect();
+        let dense: Vec<HostTensor> = copies
+            .iter()
+            .map(|(t, b)| HostTensor::new(b.bytes(), *t, &cl))
+            .collect();
+        let numel: usize = shape.iter().product();
+        let mut want = Buf::new(numel * ot.size(), 0x3C);
+        c.run_cpu(HostTensorMut::new(want.bytes_mut(), ot, &cl), &dense, &sc)
+            .unwrap();
+        ran += 1;
+        let got = gather(&ob, ot, &ol, &shape);
+        let want = want.elems(ot);
+        if let Some(i) = (0..numel).find(|&i| got[i] != want[i]) {
+            let layouts: Vec<String> = ins
+                .iter()
+                .map(|(t, _, l)| format!("{t:?} {:?}/{:?}+{}", l.shape(), l.strides(), l.offset()))
+                .collect();
+            failures.push(format!(
+                "trial {trial}: `{text}` out {ot:?} {shape:?} {:?}/{:?}, inputs {layouts:?}: \
+                 element {i}: strided {}, contiguous {}",
+                ol.strides(),
+                ol.offset(),
+                show(ot, got[i]),
+                show(ot, want[i])
+            ));
+        }
+        // Elements of the output buffer outside the view are untouched.
+        let reached: std::collections::HashSet<usize> = offsets(&ol, &shape).into_iter().collect();
+        let poison = u64::from_ne_bytes([0xC3; 8]) & value::width_mask(ot);
+        for k in 0..ob.len / ot.size() {
+            if !reached.contains(&k) && ob.get(ot, k) != poison {
+                failures.push(format!(
+                    "trial {trial}: `{text}` wrote element {k} outside the view"
+                ));
+                break;
+            }
+        }
+    }
+    println!(
+        "layouts: {ran} expressions run, {refused} refused when compiling (ExprType/ExprLimit), \
+         {scalars_refused} with a scalar that does not fit, of {trials}"
+    );
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+    assert!(
+        ran * 10 >= trials * 6,
+        "only {ran} of {trials} expressions ran"
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// 6. Accuracy of the seed expression in f32 against an f64 reference.
+// ---------------------------------------------------------------------------------------
+
+/// Distance in f32 ulps between `x` and `y` (finite, same sign or near 0).
+fn ulps(x: f32, y: f32) -> u64 {
+    let key = |v: f32| {
+        let b = v.to_bits() as i64;
+        if b < 0x8000_0000 {
+            b
+        } else {
+            0x8000_0000 - b
+        }
+    };
+    (key(x) - key(y)).unsigned_abs()
+}
+
+#[test]
+fn the_seed_expression_is_within_a_few_ulps_of_an_f64_reference() {
+    let mut r = Rng::new(2024);
+    let n = 4000;
+    // a, b in [-2, 2] (cos(b) + 2 ≥ 1.58: no cancellation in the log), c in [4, 10] (the
+    // sum stays ≥ 0.09 and every term is O(1)).
+    let gen = |r: &mut Rng, lo: f64, hi: f64| -> Vec<f32> {
+        (0..n).map(|_| (lo + (hi - lo) * r.unit()) as f32).collect()
+    };
+    let (a, b, c) = (
+        gen(&mut r, -2.0, 2.0),
+        gen(&mut r, -2.0, 2.0),
+        gen(&mut r, 4.0, 10.0),
+    );
+    let args = [
+        ("a", F32, f32s(&a)),
+        ("b", F32, f32s(&b)),
+        ("c", F32, f32s(&c)),
+    ];
+    let (t, got) = eval_1d(
+        "sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)",
+        &args,
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(t, F32);
+    let mut worst = (0u64, 0usize);
+    for i in 0..n {
+        let (x, y, z) = (a[i] as f64, b[i] as f64, c[i] as f64);
+        let want = (x * y).sin() + z.sqrt() + x.cos() / (y.cos() + 2.0).ln();
+        let g = f32::from_bits(got[i] as u32);
+        let d = ulps(g, want as f32);
+        if d > worst.0 {
+            worst = (d, i);
+        }
+    }
+    let i = worst.1;
+    println!(
+        "seed expression: worst {} ulp at a={} b={} c={}",
+        worst.0, a[i], b[i], c[i]
+    );
+    assert!(
+        worst.0 <= 4,
+        "{} ulp at a={} b={} c={}",
+        worst.0,
+        a[i],
+        b[i],
+        c[i]
+    );
+}
