@@ -495,7 +495,7 @@ fn bench_d2d<T: Elem>(
     let src = DeviceTensor::from_slice(gpu, &random(n, seed, f), &[n])?;
     let dst = DeviceTensor::<T>::zeros(gpu, &[n])?;
     let bytes = n * size_of::<T>();
-    let ms = median_ms(gpu, |_| gpu.copy_buffer(dst.buffer(), src.buffer(), bytes))?;
+    let ms = median_ms(gpu, |_| dst.buffer().copy_from(gpu, src.buffer(), bytes))?;
     report(case, T::NAME, n, 2 * bytes, ms, "-");
     Ok(())
 }

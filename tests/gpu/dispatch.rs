@@ -375,7 +375,8 @@ pub fn graph_capture_replays(gpu: &Gpu) -> TestResult {
     // Replay twice, each from the initial values (copied in outside the graph).
     for replay in 0..2 {
         let fresh = DeviceTensor::from_slice(gpu, &x0, &[rows, cols]).map_err(e)?;
-        gpu.copy_buffer(acc.buffer(), fresh.buffer(), rows * cols * 4)
+        acc.buffer()
+            .copy_from(gpu, fresh.buffer(), rows * cols * 4)
             .map_err(e)?;
         graph.launch().map_err(d)?;
         gpu.synchronize().map_err(e)?;
