@@ -34,11 +34,10 @@
 //!   found the same op last) and builds the op value; keep the `DynOp` to launch it again.
 //!   Neither allocates.
 
-use crate::alias::check_aliasing;
 use crate::error::{Error, Result};
 use crate::gpu::Gpu;
 use crate::layout::Layout;
-use crate::operand::{checked_layouts, launch_raw, raw_regions, RawTensor, OPERANDS};
+use crate::operand::{launch_raw, HostOperands, RawTensor, OPERANDS};
 pub use crate::operand::{HostTensor, HostTensorMut};
 use crate::twin::run_layouts;
 use cudarc::driver::sys::CUstream;
@@ -270,45 +269,12 @@ impl DynOp {
     /// # Safety
     /// As [`run_cpu_raw`](Self::run_cpu_raw).
     unsafe fn run_raw_n<const N: usize>(&self, t: [RawTensor<'_>; N]) -> Result<()> {
-        let types = self.instance.types;
-        let layouts = checked_layouts(types, &t)?;
-        let regions = raw_regions(types, &t, &layouts);
-        check_aliasing(&regions[0], &regions[1..])?;
-        // `check_aliasing` left only inputs at exactly the output's positions among those
-        // sharing its bytes; each is read from a copy of its bytes (8-byte words: aligned
-        // for every element type), so no input element is an output element.
-        let mut data: [*mut u8; N] = t.map(|t| t.ptr as *mut u8);
-        let mut copies: Vec<Vec<u64>> = Vec::new();
-        if let Some((olo, ohi)) = regions[0].byte_span()? {
-            for k in 1..N {
-                let Some((lo, hi)) = regions[k].byte_span()? else {
-                    continue;
-                };
-                if hi <= olo || ohi <= lo {
-                    continue;
-                }
-                let bytes = (hi - lo) as usize;
-                let mut copy = vec![0u64; bytes.div_ceil(8)];
-                // SAFETY: `lo..hi` are the bytes input `k` reaches, in its live allocation
-                // (the caller's contract); the copy is a new allocation of at least `bytes`.
-                unsafe {
-                    std::ptr::copy_nonoverlapping(
-                        lo as *const u8,
-                        copy.as_mut_ptr().cast::<u8>(),
-                        bytes,
-                    );
-                }
-                data[k] = copy
-                    .as_mut_ptr()
-                    .cast::<u8>()
-                    .wrapping_add((t[k].ptr - lo) as usize);
-                copies.push(copy);
-            }
-        }
-        let layouts: [&Layout; N] = std::array::from_fn(|k| &layouts[k]);
+        // SAFETY: forwarded contract.
+        let host = unsafe { HostOperands::new(self.instance.types, &t)? };
+        let layouts: [&Layout; N] = std::array::from_fn(|k| &host.layouts[k]);
         // SAFETY: the caller's contract for every address; inputs that shared bytes with the
         // output now point into private copies with the same relative layout.
-        unsafe { self.run_rows(layouts, data) }
+        unsafe { self.run_rows(layouts, host.data) }
     }
 
     /// The CPU twin of [`launch`](Self::launch) over host byte slices: the same plan and

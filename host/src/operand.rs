@@ -83,6 +83,64 @@ pub(crate) fn raw_regions<'a, const N: usize>(
     })
 }
 
+/// Raw tensors over host memory, ready for the CPU twin: their checked layouts, and the
+/// address each layout counts from. An input that shares bytes with the output (the
+/// aliasing rules allow it only at exactly the output's positions, `a = a + b`) is read
+/// from a private copy of its bytes, so no input element is an output element.
+pub(crate) struct HostOperands<const N: usize> {
+    pub layouts: [Layout; N],
+    pub data: [*mut u8; N],
+    /// The copies `data` may point into (8-byte words: aligned for every element type).
+    _copies: Vec<Vec<u64>>,
+}
+
+impl<const N: usize> HostOperands<N> {
+    /// Checks `t` against `types` (output first), plans nothing yet, checks the aliasing
+    /// rules and copies the in-place inputs.
+    ///
+    /// # Safety
+    /// Every tensor's `ptr` is a host address; every element its shape and strides reach
+    /// from there is in one live allocation holding values of its element type.
+    pub(crate) unsafe fn new(types: &[ElemType], t: &[RawTensor<'_>; N]) -> Result<Self> {
+        let layouts = checked_layouts(types, t)?;
+        let regions = raw_regions(types, t, &layouts);
+        check_aliasing(&regions[0], &regions[1..])?;
+        let mut data: [*mut u8; N] = t.map(|t| t.ptr as *mut u8);
+        let mut copies: Vec<Vec<u64>> = Vec::new();
+        if let Some((olo, ohi)) = regions[0].byte_span()? {
+            for k in 1..N {
+                let Some((lo, hi)) = regions[k].byte_span()? else {
+                    continue;
+                };
+                if hi <= olo || ohi <= lo {
+                    continue;
+                }
+                let bytes = (hi - lo) as usize;
+                let mut copy = vec![0u64; bytes.div_ceil(8)];
+                // SAFETY: `lo..hi` are the bytes input `k` reaches, in its live allocation
+                // (the caller's contract); the copy is a new allocation of at least `bytes`.
+                unsafe {
+                    std::ptr::copy_nonoverlapping(
+                        lo as *const u8,
+                        copy.as_mut_ptr().cast::<u8>(),
+                        bytes,
+                    );
+                }
+                data[k] = copy
+                    .as_mut_ptr()
+                    .cast::<u8>()
+                    .wrapping_add((t[k].ptr - lo) as usize);
+                copies.push(copy);
+            }
+        }
+        Ok(HostOperands {
+            layouts,
+            data,
+            _copies: copies,
+        })
+    }
+}
+
 /// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
 /// against its element type in `types` (output first), plans, checks the aliasing rules and
 /// launches the kernels `names` with the kernel argument `op`.

@@ -106,6 +106,16 @@ fn check_writable(out: &Operand<'_>) -> PyResult<()> {
 }
 
 impl<'py> Operands<'py> {
+    /// The given `out`'s device.
+    pub(crate) fn out_device(&self) -> Option<Device> {
+        self.out.as_ref().map(|o| o.device)
+    }
+
+    /// The given `out`'s element type (known once consumed).
+    pub(crate) fn out_elem(&self) -> Option<ElemType> {
+        self.out.as_ref().and_then(|o| o.elem)
+    }
+
     /// `out` as given, else a new output of the `(shape, element type)` that `new` gives
     /// for the inputs, in the framework and on the device of the first input, consumed and
     /// writable.

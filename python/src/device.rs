@@ -2,11 +2,8 @@
 //! for the process), and the code loaded on each.
 
 use crate::errors::{CudaError, DeviceError, OrPy};
-use crate::ops::op_info;
 use pyo3::prelude::*;
 use std::sync::Mutex;
-use strided_apply::reduce::reduce_instances;
-use strided_apply::stencil::stencil_instances;
 use strided_apply::Gpu;
 
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -48,32 +45,4 @@ pub(crate) fn module_info(device: i32) -> PyResult<Vec<String>> {
         .iter()
         .map(|m| format!("{m:?}"))
         .collect())
-}
-
-/// Loads the families of `op_ids` (pointwise ops, stencils, reductions) on CUDA device
-/// `device` now (before a CUDA graph capture: loading a module is not allowed while
-/// capturing).
-#[pyfunction]
-#[pyo3(signature = (op_ids, device=0))]
-pub(crate) fn preload(op_ids: Vec<String>, device: i32) -> PyResult<()> {
-    let g = gpu(device)?;
-    for id in &op_ids {
-        let mut kernels: Vec<(&'static str, &'static str)> = Vec::new();
-        for r in reduce_instances().filter(|r| r.op == id) {
-            let n = &r.names;
-            kernels.extend([n.rows, n.cols, n.fin].map(|k| (n.module, k)));
-        }
-        for s in stencil_instances().filter(|s| s.op == id) {
-            kernels.extend(s.names.kernels().map(|k| (s.names.module, k)));
-        }
-        if kernels.is_empty() {
-            for inst in op_info(id)?.instances() {
-                g.preload_kernels(&inst.names).py()?;
-            }
-        }
-        for (module, kernel) in kernels {
-            g.kernel(module, kernel).py()?;
-        }
-    }
-    Ok(())
 }

@@ -37,6 +37,12 @@ create_exception!(
 );
 create_exception!(
     _native,
+    ExprError,
+    Error,
+    "An expression with a syntax error, an unknown name or function, over a limit, or called with arguments that do not bind."
+);
+create_exception!(
+    _native,
     DlpackError,
     Error,
     "A DLPack capsule that is consumed, null, of an unknown version, or read-only as out."
@@ -56,6 +62,7 @@ pub(crate) fn add_to(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("DtypeError", py.get_type::<DtypeError>())?;
     m.add("DeviceError", py.get_type::<DeviceError>())?;
     m.add("OpError", py.get_type::<OpError>())?;
+    m.add("ExprError", py.get_type::<ExprError>())?;
     m.add("DlpackError", py.get_type::<DlpackError>())?;
     m.add("CudaError", py.get_type::<CudaError>())?;
     Ok(())
@@ -80,8 +87,12 @@ pub(crate) fn py_err(e: SaError) -> PyErr {
         | E::ReduceOverlap { .. }
         | E::ReducedShape { .. }
         | E::ReduceTooLarge { .. } => LayoutError::new_err(msg),
-        E::TypeMismatch { .. } | E::NotInstantiated { .. } | E::DlpackDtype { .. } => {
-            DtypeError::new_err(msg)
+        E::TypeMismatch { .. }
+        | E::NotInstantiated { .. }
+        | E::DlpackDtype { .. }
+        | E::ExprType { .. } => DtypeError::new_err(msg),
+        E::ExprSyntax { .. } | E::ExprUnknown { .. } | E::ExprLimit { .. } | E::ExprBind { .. } => {
+            ExprError::new_err(msg)
         }
         E::NoDriver(_)
         | E::NoDevice { .. }

@@ -22,7 +22,8 @@
 //! - `device`: one `Gpu` per CUDA device, and the code loaded on it;
 //! - `call`: the one path from a call's arguments to its run;
 //! - `scalars`, `ops`: pointwise ops (`Op`, the op index, the call);
-//! - `axes`: stencils and reductions.
+//! - `axes`: stencils and reductions;
+//! - `expr`: expressions (`sa.expr`).
 
 use pyo3::prelude::*;
 
@@ -32,6 +33,7 @@ mod capsule;
 mod device;
 mod dtypes;
 mod errors;
+mod expr;
 mod operands;
 mod ops;
 mod scalars;
@@ -42,10 +44,12 @@ mod torch_shim;
 #[pymodule(gil_used = true)]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ops::Op>()?;
+    m.add_class::<expr::Expr>()?;
+    m.add_function(wrap_pyfunction!(expr::expr, m)?)?;
     m.add_function(wrap_pyfunction!(ops::instances, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_ids, m)?)?;
     m.add_function(wrap_pyfunction!(device::module_info, m)?)?;
-    m.add_function(wrap_pyfunction!(device::preload, m)?)?;
+    m.add_function(wrap_pyfunction!(ops::preload, m)?)?;
     m.add_function(wrap_pyfunction!(ops::_call_phases, m)?)?;
     m.add_function(wrap_pyfunction!(torch::_torch_reader, m)?)?;
     m.add_function(wrap_pyfunction!(axes::stencil, m)?)?;

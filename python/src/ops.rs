@@ -15,6 +15,8 @@ use std::sync::OnceLock;
 use strided_apply::cudarc::driver::sys::CUstream;
 use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
 use strided_apply::raw::RawTensor;
+use strided_apply::reduce::reduce_instances;
+use strided_apply::stencil::stencil_instances;
 use strided_apply::{ElemType, Gpu};
 
 /// One op id's families among the host's instances.
@@ -383,4 +385,32 @@ pub(crate) fn op_ids() -> Vec<&'static str> {
     let mut v: Vec<&'static str> = op_table().keys().copied().collect();
     v.sort_unstable();
     v
+}
+
+/// Loads the families of `op_ids` (pointwise ops, stencils, reductions) on CUDA device
+/// `device` now (before a CUDA graph capture: loading a module is not allowed while
+/// capturing).
+#[pyfunction]
+#[pyo3(signature = (op_ids, device=0))]
+pub(crate) fn preload(op_ids: Vec<String>, device: i32) -> PyResult<()> {
+    let g = gpu(device)?;
+    for id in &op_ids {
+        let mut kernels: Vec<(&'static str, &'static str)> = Vec::new();
+        for r in reduce_instances().filter(|r| r.op == id) {
+            let n = &r.names;
+            kernels.extend([n.rows, n.cols, n.fin].map(|k| (n.module, k)));
+        }
+        for s in stencil_instances().filter(|s| s.op == id) {
+            kernels.extend(s.names.kernels().map(|k| (s.names.module, k)));
+        }
+        if kernels.is_empty() {
+            for inst in op_info(id)?.instances() {
+                g.preload_kernels(&inst.names).py()?;
+            }
+        }
+        for (module, kernel) in kernels {
+            g.kernel(module, kernel).py()?;
+        }
+    }
+    Ok(())
 }

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use strided_apply::dispatch::Scalar;
 
-fn scalar(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Scalar> {
+pub(crate) fn scalar(obj: &Bound<'_, PyAny>, op: &str, what: &str) -> PyResult<Scalar> {
     if obj.is_instance_of::<pyo3::types::PyBool>() {
         return Ok(Scalar::Bool(obj.extract()?));
     }

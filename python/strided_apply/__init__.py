@@ -44,6 +44,18 @@ element type, broadcast to one shape, then ``dim`` and ``keepdim``:
 
 >>> sa.sqdiff(a, a[::-1]).item(), sa.dot(a, np.float32([1, 0, 1]), 1).tolist()
 (54.0, [2.0, 8.0])
+
+Any elementwise expression is one call too (:func:`expr`): parsed once, its names bound by
+keyword or in order of first appearance (``f.names``); a Python number passed for a name is
+a run-time scalar, so new values compile nothing new. Types promote as
+``torch.result_type`` (numbers are weak) and the result rounds once. Expressions run on the
+CPU twin in this version; their GPU kernels are the next step:
+
+>>> f = sa.expr("where(a > 0, a * s, b) + 1")
+>>> f.names
+['a', 's', 'b']
+>>> f(a=a - 2, b=a, s=10).tolist()
+[[1.0, 2.0, 3.0], [11.0, 21.0, 31.0]]
 """
 
 from ._native import (  # noqa: F401
@@ -52,9 +64,12 @@ from ._native import (  # noqa: F401
     DlpackError,
     DtypeError,
     Error,
+    Expr,
+    ExprError,
     LayoutError,
     Op,
     OpError,
+    expr,
     instances,
     module_info,
     op_ids,
@@ -69,6 +84,8 @@ from ._native import (  # noqa: F401
 
 __all__ = [
     "Op",
+    "Expr",
+    "expr",
     "apply",
     "ops",
     "instances",
@@ -86,6 +103,7 @@ __all__ = [
     "DtypeError",
     "DeviceError",
     "OpError",
+    "ExprError",
     "DlpackError",
     "CudaError",
 ]

@@ -37,7 +37,8 @@ mod ast;
 mod lower;
 mod parse;
 
-pub use crate::operand::{HostTensor, HostTensorMut};
+use crate::operand::HostOperands;
+pub use crate::operand::{HostTensor, HostTensorMut, RawTensor};
 pub use ast::{Expr, Node};
 pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
@@ -121,16 +122,7 @@ impl Compiled {
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
         let p = self.bind(scalars)?;
-        if inputs.len() != self.inputs.len() {
-            return Err(Error::ExprBind {
-                name: format!("({} tensors)", inputs.len()),
-                reason: format!(
-                    "the expression takes {} tensor input(s): {}",
-                    self.inputs.len(),
-                    self.inputs.join(", ")
-                ),
-            });
-        }
+        self.check_count(inputs.len())?;
         out.as_ref().check(NAMES[0], self.out)?;
         for (k, t) in inputs.iter().enumerate() {
             let want = value::elem_of(p.inputs[k]);
@@ -162,6 +154,67 @@ impl Compiled {
             };
         }
         run!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    }
+}
+
+impl Compiled {
+    /// [`run_cpu`](Self::run_cpu) over raw host pointers, for callers that hold addresses
+    /// rather than slices (a Python module, a framework's host tensors): the same checks,
+    /// plan and aliasing rules, so an input may be the output element-wise in place
+    /// (`a = a * 2 + b`); such an input is read from a copy taken before the run.
+    ///
+    /// # Safety
+    /// Every tensor's `ptr` is a host address; every element its shape and strides reach
+    /// from there is in one live allocation holding values of its element type, and nothing
+    /// else accesses the output's elements during the call.
+    pub unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        scalars: &[(&str, Scalar)],
+    ) -> Result<()> {
+        let p = self.bind(scalars)?;
+        self.check_count(inputs.len())?;
+        let mut types = [self.out; MAX_INPUTS + 1];
+        for k in 0..inputs.len() {
+            types[k + 1] = value::elem_of(p.inputs[k]);
+        }
+        macro_rules! run {
+            ($($n:literal),*) => {
+                match inputs.len() + 1 {
+                    $($n => {
+                        let t: [RawTensor<'_>; $n] =
+                            std::array::from_fn(|k| if k == 0 { out } else { inputs[k - 1] });
+                        // SAFETY: the caller's contract.
+                        let host = unsafe { HostOperands::new(&types[..$n], &t)? };
+                        let layouts: [&crate::layout::Layout; $n] =
+                            std::array::from_fn(|k| &host.layouts[k]);
+                        let elems: [ElemType; $n] = std::array::from_fn(|k| types[k]);
+                        let names: [&str; $n] = std::array::from_fn(|k| NAMES[k]);
+                        // SAFETY: the caller's contract for every address, checked layouts
+                        // and element types; inputs sharing bytes with the output read from
+                        // private copies (`host` keeps them until the run ends).
+                        unsafe { crate::twin::run_program(&p, names, layouts, host.data, elems) }
+                    })*
+                    _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
+                }
+            };
+        }
+        run!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+    }
+
+    fn check_count(&self, n: usize) -> Result<()> {
+        if n != self.inputs.len() {
+            return Err(Error::ExprBind {
+                name: format!("({n} tensors)"),
+                reason: format!(
+                    "the expression takes {} tensor input(s): {}",
+                    self.inputs.len(),
+                    self.inputs.join(", ")
+                ),
+            });
+        }
+        Ok(())
     }
 }
 

@@ -1,0 +1,256 @@
+//! Expressions: `sa.expr(text)` parses once and returns a callable; each call binds its
+//! names (tensors by keyword or in order of first appearance, Python numbers as run-time
+//! scalars), compiles a program once per argument signature (element types, scalar kinds,
+//! output type) and runs it.
+
+use crate::call::{broadcast_shape, operands, Kernel};
+use crate::device::Device;
+use crate::dtypes::dtype_arg;
+use crate::errors::{DeviceError, ExprError};
+use crate::scalars::scalar;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use strided_apply::cudarc::driver::sys::CUstream;
+use strided_apply::dispatch::Scalar;
+use strided_apply::expr::{Arg, Compiled, Expr as SaExpr, ScalarKind};
+use strided_apply::raw::RawTensor;
+use strided_apply::{ElemType, Gpu};
+
+/// Why a CUDA operand is refused: the GPU interpreter kernels are the next step.
+const NO_GPU: &str = "expressions run on the CPU twin in this version (the GPU interpreter \
+                      kernels are not built yet): pass host arrays (NumPy, torch CPU tensors)";
+
+/// An expression's names as operand names in messages: each distinct name is kept once for
+/// the process (operand names are `&'static str` throughout the call path).
+fn static_name(name: &str) -> &'static str {
+    static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
+    let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    let set = guard.get_or_insert_with(HashSet::new);
+    if let Some(&n) = set.get(name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.to_string().into_boxed_str());
+    set.insert(n);
+    n
+}
+
+/// What a compiled program is keyed by: every name's binding and the output type asked for.
+type Signature = (Vec<Arg>, Option<ElemType>);
+
+/// A parsed expression: call it with its tensors and scalars.
+#[pyclass(module = "strided_apply._native", frozen)]
+pub(crate) struct Expr {
+    text: String,
+    expr: SaExpr,
+    names: Vec<String>,
+    compiled: Mutex<HashMap<Signature, Arc<Compiled>>>,
+}
+
+/// A program bound to its scalars, as the call path runs kernels.
+struct BoundExpr {
+    compiled: Arc<Compiled>,
+    scalars: Vec<(String, Scalar)>,
+}
+
+impl Kernel for BoundExpr {
+    unsafe fn launch(
+        &self,
+        _gpu: &Gpu,
+        _stream: Option<CUstream>,
+        _out: RawTensor<'_>,
+        _inputs: &[RawTensor<'_>],
+    ) -> strided_apply::Result<()> {
+        // `__call__` refuses CUDA operands before anything is allocated or launched.
+        Err(strided_apply::Error::ExprType {
+            reason: NO_GPU.into(),
+        })
+    }
+
+    unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+    ) -> strided_apply::Result<()> {
+        let scalars: Vec<(&str, Scalar)> =
+            self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        // SAFETY: forwarded contract (host memory described by its producer, held for the
+        // call).
+        unsafe { self.compiled.run_cpu_raw(out, inputs, &scalars) }
+    }
+}
+
+#[pymethods]
+impl Expr {
+    /// Parses `text` (the expression language: operators, comparisons, `where`, the op
+    /// set's functions, casts such as `f32(x)`, literals, names).
+    #[new]
+    fn new(text: &str) -> PyResult<Self> {
+        let expr = SaExpr::parse(text).map_err(crate::errors::py_err)?;
+        let names = expr.names().into_iter().map(String::from).collect();
+        Ok(Expr {
+            text: text.to_string(),
+            expr,
+            names,
+            compiled: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// The expression's names, in order of first appearance (the positional order).
+    #[getter]
+    fn names(&self) -> Vec<String> {
+        self.names.clone()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("strided_apply.expr({:?})", self.text)
+    }
+
+    /// Runs the expression: tensors and scalars by name or in the order of `names`, then
+    /// `out=`, `dtype=` (the output type when `out` is omitted) and `stream=`.
+    #[pyo3(signature = (*args, out=None, dtype=None, stream=None, **kwargs))]
+    fn __call__<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let values = self.bind(args, kwargs)?;
+        // Python numbers are run-time scalars; everything else is a tensor.
+        let mut tensors: Vec<(Bound<'py, PyAny>, &'static str)> = Vec::new();
+        let mut scalars: Vec<(String, Scalar)> = Vec::new();
+        for (name, v) in self.names.iter().zip(values) {
+            if v.is_instance_of::<PyBool>()
+                || v.is_instance_of::<PyInt>()
+                || v.is_instance_of::<PyFloat>()
+            {
+                scalars.push((name.clone(), scalar(&v, "expr", name)?));
+            } else {
+                tensors.push((v, static_name(name)));
+            }
+        }
+        let ops = operands(py, "expr", tensors, out.clone(), stream.as_ref())?;
+        let device = ops
+            .inputs
+            .first()
+            .map(|o| o.device)
+            .or(ops.out_device())
+            .unwrap_or(Device::Cpu);
+        if device != Device::Cpu {
+            return Err(DeviceError::new_err(NO_GPU));
+        }
+        let out_elem = match (&ops.out_elem(), &dtype) {
+            (Some(e), _) => Some(*e),
+            (None, Some(d)) => Some(dtype_arg(py, d)?),
+            (None, None) => None,
+        };
+        let mut sig: Vec<Arg> = Vec::with_capacity(self.names.len());
+        for name in &self.names {
+            if let Some((_, s)) = scalars.iter().find(|(n, _)| n == name) {
+                sig.push(Arg::Scalar(match s {
+                    Scalar::Bool(_) => ScalarKind::Bool,
+                    Scalar::F64(_) => ScalarKind::Float,
+                    _ => ScalarKind::Int,
+                }));
+            } else {
+                let o = ops.inputs.iter().find(|o| o.name == name.as_str());
+                let elem = o.and_then(|o| o.elem).ok_or_else(|| {
+                    ExprError::new_err(format!("{name}: no element type (not consumed)"))
+                })?;
+                sig.push(Arg::Tensor(elem));
+            }
+        }
+        let compiled = self.compile((sig, out_elem))?;
+        // The program reads its tensors in the order of `Compiled::inputs` (first use).
+        let mut ops = ops;
+        let order: Vec<usize> = compiled
+            .inputs()
+            .iter()
+            .filter_map(|n| ops.inputs.iter().position(|o| o.name == n.as_str()))
+            .collect();
+        let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
+        ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
+        let out_type = compiled.out();
+        let call = ops.output_or_new(py, |inputs| Ok((broadcast_shape(inputs)?, out_type)))?;
+        call.run(&BoundExpr { compiled, scalars })
+    }
+}
+
+impl Expr {
+    /// Each name's value: positional in the order of `names`, or by keyword; each once.
+    fn bind<'py>(
+        &self,
+        args: &Bound<'py, PyTuple>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let n = self.names.len();
+        if args.len() > n {
+            return Err(ExprError::new_err(format!(
+                "expr {:?} takes {n} argument(s) ({}), got {} positional",
+                self.text,
+                self.names.join(", "),
+                args.len()
+            )));
+        }
+        let mut values: Vec<Option<Bound<'py, PyAny>>> = vec![None; n];
+        for (slot, a) in values.iter_mut().zip(args.iter()) {
+            *slot = Some(a);
+        }
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                let key: String = k.extract()?;
+                let Some(i) = self.names.iter().position(|n| *n == key) else {
+                    return Err(ExprError::new_err(format!(
+                        "{key}: not a name of expr {:?} (its names: {})",
+                        self.text,
+                        self.names.join(", ")
+                    )));
+                };
+                if values[i].is_some() {
+                    return Err(ExprError::new_err(format!("{key}: given twice")));
+                }
+                values[i] = Some(v);
+            }
+        }
+        values
+            .into_iter()
+            .zip(&self.names)
+            .map(|(v, name)| {
+                v.ok_or_else(|| {
+                    ExprError::new_err(format!("{name}: missing (a tensor or a number)"))
+                })
+            })
+            .collect()
+    }
+
+    /// The program for a signature, compiled on its first use.
+    fn compile(&self, sig: Signature) -> PyResult<Arc<Compiled>> {
+        let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cache.get(&sig) {
+            return Ok(c.clone());
+        }
+        let args: Vec<(&str, Arg)> = self
+            .names
+            .iter()
+            .map(String::as_str)
+            .zip(sig.0.iter().copied())
+            .collect();
+        let c = Arc::new(
+            self.expr
+                .compile(&args, sig.1)
+                .map_err(crate::errors::py_err)?,
+        );
+        cache.insert(sig, c.clone());
+        Ok(c)
+    }
+}
+
+/// `sa.expr(text)`: an expression to call with tensors and scalars.
+#[pyfunction]
+pub(crate) fn expr(text: &str) -> PyResult<Expr> {
+    Expr::new(text)
+}
