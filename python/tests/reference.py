@@ -1,6 +1,6 @@
 """Reference results for every op of ``strided_apply``, computed with numpy in float64
 (or with exact Python integers), then rounded or cast to the op's output type the way
-the library documents it (README "Tolerance policy", gpu-kernels/src/ops.rs, math.rs,
+the library documents it (docs/numerics.md, "Tolerance policy", gpu-kernels/src/ops.rs, math.rs,
 narrow.rs, fused.rs).
 
 Representation: every array is a numpy array of the type's numpy dtype, except ``bf16``,
@@ -23,11 +23,11 @@ How the reference is computed, op by op:
   2p+2 bits for p = 24, and f32 for p = 11 and 8), i.e. what the library computes.
 * Mixed ``f16``/``bf16`` with ``f32`` inputs and a 16-bit output: f64 -> f32 -> 16 bits,
   as the library does (it computes in f32 and rounds once more).  *Documented
-  difference*: README calls mixed ops "correctly rounded, equal to the exact result
+  difference*: docs/numerics.md calls mixed ops "correctly rounded, equal to the exact result
   rounded once"; with an f32 operand of 24 bits the f32 sum is not always the exact
   result, so ``bf16 = bf16 + f32`` can differ from the exact sum rounded once to bf16
   (e.g. 1 + (2^-8 + 2^-31) gives 1, exact rounding gives 1 + 2^-7).  The reference
-  follows the library (and PyTorch, which does the same), not the README sentence.
+  follows the library (and PyTorch, which does the same), not that sentence.
 * ``rsqrt``: ``1 / sqrt(x)`` with two roundings in the op math type (f32 for 16-bit
   types and f32, f64 for f64), as ``ops.rs`` computes it (not the correctly rounded
   reciprocal square root).
