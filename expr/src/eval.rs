@@ -30,35 +30,31 @@ pub fn eval<const K: usize>(p: &Program, inputs: &[Lanes<K>; MAX_INPUTS]) -> Lan
     s[0]
 }
 
+/// Element `i` of an 8-slot array through constant indices only (a GPU compiler can keep
+/// every slot in a register): stack slots and input slots.
 #[inline(always)]
-fn get<const K: usize>(s: &[Lanes<K>; MAX_DEPTH], i: usize) -> Lanes<K> {
-    const { assert!(MAX_DEPTH == 8) };
-    match i & (MAX_DEPTH - 1) {
-        0 => s[0],
-        1 => s[1],
-        2 => s[2],
-        3 => s[3],
-        4 => s[4],
-        5 => s[5],
-        6 => s[6],
-        _ => s[7],
+fn slot<T: Copy>(a: &[T; 8], i: usize) -> T {
+    match i & 7 {
+        0 => a[0],
+        1 => a[1],
+        2 => a[2],
+        3 => a[3],
+        4 => a[4],
+        5 => a[5],
+        6 => a[6],
+        _ => a[7],
     }
 }
 
-/// Input `i`, through constant indices (as [`get`]).
+#[inline(always)]
+fn get<const K: usize>(s: &[Lanes<K>; MAX_DEPTH], i: usize) -> Lanes<K> {
+    slot(s, i)
+}
+
+/// Input `i`'s lanes.
 #[inline(always)]
 fn load<const K: usize>(inputs: &[Lanes<K>; MAX_INPUTS], i: usize) -> Lanes<K> {
-    const { assert!(MAX_INPUTS == 8) };
-    match i & (MAX_INPUTS - 1) {
-        0 => inputs[0],
-        1 => inputs[1],
-        2 => inputs[2],
-        3 => inputs[3],
-        4 => inputs[4],
-        5 => inputs[5],
-        6 => inputs[6],
-        _ => inputs[7],
-    }
+    slot(inputs, i)
 }
 
 #[inline(always)]

@@ -270,7 +270,8 @@ impl DynOp {
     /// As [`run_cpu_raw`](Self::run_cpu_raw).
     unsafe fn run_raw_n<const N: usize>(&self, t: [RawTensor<'_>; N]) -> Result<()> {
         // SAFETY: forwarded contract.
-        let host = unsafe { HostOperands::new(self.instance.types, &t)? };
+        let names = std::array::from_fn(|k| OPERANDS[k]);
+        let host = unsafe { HostOperands::new(self.instance.types, &t, names)? };
         let layouts: [&Layout; N] = std::array::from_fn(|k| &host.layouts[k]);
         // SAFETY: the caller's contract for every address; inputs that shared bytes with the
         // output now point into private copies with the same relative layout.

@@ -61,10 +61,11 @@ pub(crate) const OPERANDS: [Operand; 4] = ["out", "a", "b", "c"];
 pub(crate) fn checked_layouts<const N: usize>(
     types: &[ElemType],
     t: &[RawTensor<'_>; N],
+    names: [Operand; N],
 ) -> Result<[Layout; N]> {
     let mut layouts: [Layout; N] = std::array::from_fn(|_| Layout::default());
     for k in 0..N {
-        layouts[k] = t[k].check(OPERANDS[k], types[k])?;
+        layouts[k] = t[k].check(names[k], types[k])?;
     }
     Ok(layouts)
 }
@@ -74,9 +75,10 @@ pub(crate) fn raw_regions<'a, const N: usize>(
     types: &[ElemType],
     t: &[RawTensor<'_>; N],
     layouts: &'a [Layout; N],
+    names: [Operand; N],
 ) -> [Region<'a>; N] {
     std::array::from_fn(|k| Region {
-        operand: OPERANDS[k],
+        operand: names[k],
         buffer: t[k].ptr,
         elem_size: types[k].size(),
         layout: &layouts[k],
@@ -95,15 +97,19 @@ pub(crate) struct HostOperands<const N: usize> {
 }
 
 impl<const N: usize> HostOperands<N> {
-    /// Checks `t` against `types` (output first), plans nothing yet, checks the aliasing
+    /// Checks `t` against `types` (output first; `names` in messages), checks the aliasing
     /// rules and copies the in-place inputs.
     ///
     /// # Safety
     /// Every tensor's `ptr` is a host address; every element its shape and strides reach
     /// from there is in one live allocation holding values of its element type.
-    pub(crate) unsafe fn new(types: &[ElemType], t: &[RawTensor<'_>; N]) -> Result<Self> {
-        let layouts = checked_layouts(types, t)?;
-        let regions = raw_regions(types, t, &layouts);
+    pub(crate) unsafe fn new(
+        types: &[ElemType],
+        t: &[RawTensor<'_>; N],
+        names: [Operand; N],
+    ) -> Result<Self> {
+        let layouts = checked_layouts(types, t, names)?;
+        let regions = raw_regions(types, t, &layouts, names);
         check_aliasing(&regions[0], &regions[1..])?;
         let mut data: [*mut u8; N] = t.map(|t| t.ptr as *mut u8);
         let mut copies: Vec<Vec<u64>> = Vec::new();
@@ -156,12 +162,10 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
     types: &[ElemType],
     t: [RawTensor<'_>; N],
 ) -> Result<()> {
-    let layouts = checked_layouts(types, &t)?;
-    let plan: Plan<N> = plan(
-        std::array::from_fn(|k| &layouts[k]),
-        std::array::from_fn(|k| OPERANDS[k]),
-    )?;
-    let regions = raw_regions(types, &t, &layouts);
+    let operands: [Operand; N] = std::array::from_fn(|k| OPERANDS[k]);
+    let layouts = checked_layouts(types, &t, operands)?;
+    let plan: Plan<N> = plan(std::array::from_fn(|k| &layouts[k]), operands)?;
+    let regions = raw_regions(types, &t, &layouts, operands);
     check_aliasing(&regions[0], &regions[1..])?;
     if plan.numel == 0 {
         return Ok(());

@@ -143,3 +143,15 @@ def test_torch_cpu_tensors_and_cuda_refusal():
     with pytest.raises(sa.DeviceError, match="CPU twin"):
         sa.expr("a + 1")(g, out=out)
     assert out.tolist() == [7.0] * 4
+
+
+def test_up_to_eight_tensor_inputs():
+    r = rng(3)
+    xs = [r.standard_normal((5, 7)).astype(np.float32) for _ in range(8)]
+    f = sa.expr("a + b * c - d / e + f * g - h")
+    assert f.names == ["a", "b", "c", "d", "e", "f", "g", "h"]
+    a, b, c, d, e, f_, g, h = xs
+    want = a + b * c - d / e + f_ * g - h
+    np.testing.assert_allclose(f(*xs), want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(sa.ExprError, match="tensor inputs"):
+        sa.expr("a + b + c + d + e + f + g + h + i")(*xs, xs[0])

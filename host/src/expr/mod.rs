@@ -125,35 +125,45 @@ impl Compiled {
         self.check_count(inputs.len())?;
         out.as_ref().check(NAMES[0], self.out)?;
         for (k, t) in inputs.iter().enumerate() {
-            let want = value::elem_of(p.inputs[k]);
-            t.check(NAMES[k + 1], want)?;
+            t.check(NAMES[k + 1], value::elem_of(p.inputs[k]))?;
         }
-        macro_rules! run {
-            ($($n:literal),*) => {
-                match inputs.len() + 1 {
-                    $($n => {
-                        let mut data = [std::ptr::null_mut::<u8>(); $n];
-                        let mut elems = [ElemType::F32; $n];
-                        let mut layouts: [&crate::layout::Layout; $n] = [out.layout; $n];
-                        data[0] = out.data.as_ptr().cast_mut();
-                        elems[0] = self.out;
-                        for (k, t) in inputs.iter().enumerate() {
-                            data[k + 1] = t.data.as_ptr().cast_mut();
-                            elems[k + 1] = t.elem;
-                            layouts[k + 1] = t.layout;
-                        }
-                        let names: [&str; $n] = std::array::from_fn(|k| NAMES[k]);
-                        // SAFETY: `check` proved every layout inside its slice and each
-                        // slice aligned for its element type; the output is a unique borrow,
-                        // so no input overlaps it; the program was compiled for these
-                        // element types and input count.
-                        unsafe { crate::twin::run_program(&p, names, layouts, data, elems) }
-                    })*
-                    _ => unreachable!("at most {MAX_INPUTS} inputs"),
-                }
-            };
+        fn raw<'a>(
+            data: *const u8,
+            elem: ElemType,
+            layout: &'a crate::layout::Layout,
+        ) -> RawTensor<'a> {
+            RawTensor {
+                ptr: data as u64,
+                elem,
+                shape: layout.shape(),
+                strides: layout.strides(),
+            }
         }
-        run!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+        // The layouts count from each slice's start; `RawTensor` from its pointer.
+        let offset = |l: &crate::layout::Layout, size: usize| l.offset() * size;
+        let out_raw = raw(
+            out.data
+                .as_mut_ptr()
+                .wrapping_add(offset(out.layout, self.out.size())),
+            self.out,
+            out.layout,
+        );
+        let ins: Vec<RawTensor<'_>> = inputs
+            .iter()
+            .map(|t| {
+                raw(
+                    t.data
+                        .as_ptr()
+                        .wrapping_add(offset(t.layout, t.elem.size())),
+                    t.elem,
+                    t.layout,
+                )
+            })
+            .collect();
+        // SAFETY: `check` proved every element each layout reaches inside its slice and each
+        // slice aligned for its element type; the output is a unique borrow, so nothing else
+        // accesses it, and no input overlaps it.
+        unsafe { self.run_cpu_raw(out_raw, &ins, scalars) }
     }
 }
 
@@ -185,12 +195,12 @@ impl Compiled {
                     $($n => {
                         let t: [RawTensor<'_>; $n] =
                             std::array::from_fn(|k| if k == 0 { out } else { inputs[k - 1] });
+                        let names: [&str; $n] = std::array::from_fn(|k| NAMES[k]);
                         // SAFETY: the caller's contract.
-                        let host = unsafe { HostOperands::new(&types[..$n], &t)? };
+                        let host = unsafe { HostOperands::new(&types[..$n], &t, names)? };
                         let layouts: [&crate::layout::Layout; $n] =
                             std::array::from_fn(|k| &host.layouts[k]);
                         let elems: [ElemType; $n] = std::array::from_fn(|k| types[k]);
-                        let names: [&str; $n] = std::array::from_fn(|k| NAMES[k]);
                         // SAFETY: the caller's contract for every address, checked layouts
                         // and element types; inputs sharing bytes with the output read from
                         // private copies (`host` keeps them until the run ends).
