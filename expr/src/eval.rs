@@ -16,8 +16,8 @@ use gpu_kernels::ops::{self, Op2, Op3, Op4};
 pub type Lanes<const K: usize> = [u64; K];
 
 /// Runs `p` on `K` lanes. `inputs[i]` holds input `i` already in its math type
-/// ([`widen`](crate::value::widen)); the result is in the program's result class (round
-/// it to the output with [`narrow`](crate::value::narrow)).
+/// ([`widen`]); the result is in the program's result class (round
+/// it to the output with [`narrow`]).
 #[inline(always)]
 pub fn eval<const K: usize>(p: &Program, inputs: &[Lanes<K>; MAX_INPUTS]) -> Lanes<K> {
     let mut s = [[0u64; K]; MAX_DEPTH];

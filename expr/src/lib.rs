@@ -5,13 +5,13 @@
 //! input is loaded once and converted to its math type, the instructions run in those
 //! types, and the result is rounded once to the output's element type. The program is a
 //! plain `#[repr(C)]` value, so it can travel to a GPU kernel by value as a parameter; the
-//! [`eval`] interpreter is `no_std` and the same code runs in the CPU twin.
+//! [`eval()`] interpreter is `no_std` and the same code runs in the CPU twin.
 //!
 //! | part | what |
 //! |---|---|
 //! | [`ir`] | the program format: [`Class`] (math types), [`Opcode`], [`Instr`], [`Program`] and its limits |
 //! | [`value`] | element types into their math type and back (the `Cast` op's rules) |
-//! | [`eval`] | the interpreter: `K` lanes at a time, one dispatch per instruction |
+//! | [`eval`](mod@eval) | the interpreter: `K` lanes at a time, one dispatch per instruction |
 //!
 //! Programs are built and checked by the host (`strided_apply::expr`): the stack depth of
 //! every instruction, the math type of every value, the limits. The interpreter trusts a

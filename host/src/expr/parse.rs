@@ -425,7 +425,7 @@ fn call(name: &str, mut args: Vec<Expr>, pos: usize) -> Result<Expr> {
 }
 
 impl Expr {
-    /// Parses the expression language (see the [module](self) grammar); errors carry the
+    /// Parses the expression language ([`expr`](crate::expr), `docs/expressions.md`); errors carry the
     /// byte position.
     pub fn parse(text: &str) -> Result<Expr> {
         let mut p = Parser {
