@@ -182,22 +182,19 @@ fn cmp<O: Op3<Bool, T, T>, T: Copy>(o: O, x: T, y: T) -> Bool {
     r
 }
 
-/// Comparisons and the ops every numeric type has, as today's op structs compute them.
-macro_rules! numeric_common {
-    ($op:ident, $x:ident, $y:ident) => {
-        match $op {
-            Opcode::Add => op3(ops::Add, $x, $y),
-            Opcode::Sub => op3(ops::Sub, $x, $y),
-            Opcode::Mul => op3(ops::Mul, $x, $y),
-            Opcode::Div => op3(ops::Div, $x, $y),
-            Opcode::Min => op3(ops::Min, $x, $y),
-            Opcode::Max => op3(ops::Max, $x, $y),
-            _ => numeric_common!(@more $op, $x, $y),
-        }
-    };
-    (@more $op:ident, $x:ident, $y:ident) => {
-        numeric_extra($op, $x, $y)
-    };
+/// The arithmetic every numeric type has, as today's op structs compute it; `None` for
+/// another opcode.
+#[inline(always)]
+fn arith<T: Num>(op: Opcode, x: T, y: T) -> Option<T> {
+    Some(match op {
+        Opcode::Add => op3(ops::Add, x, y),
+        Opcode::Sub => op3(ops::Sub, x, y),
+        Opcode::Mul => op3(ops::Mul, x, y),
+        Opcode::Div => op3(ops::Div, x, y),
+        Opcode::Min => op3(ops::Min, x, y),
+        Opcode::Max => op3(ops::Max, x, y),
+        _ => return None,
+    })
 }
 
 #[inline(always)]
@@ -249,11 +246,7 @@ macro_rules! float_eval {
             fn binary(op: Opcode, x: Self, y: Self) -> Self {
                 match op {
                     Opcode::Pow => op3(ops::Pow, x, y),
-                    _ => {
-                        #[inline(always)]
-                        fn numeric_extra(_op: Opcode, x: $t, _y: $t) -> $t { x }
-                        numeric_common!(op, x, y)
-                    }
+                    _ => arith(op, x, y).unwrap_or(x),
                 }
             }
             #[inline(always)]
@@ -279,14 +272,10 @@ macro_rules! int_eval {
             }
             #[inline(always)]
             fn binary(op: Opcode, x: Self, y: Self) -> Self {
-                #[inline(always)]
-                fn numeric_extra(op: Opcode, x: $t, y: $t) -> $t {
-                    match op {
-                        Opcode::Rem => ($rem)(x, y),
-                        _ => x,
-                    }
+                match op {
+                    Opcode::Rem => ($rem)(x, y),
+                    _ => arith(op, x, y).unwrap_or(x),
                 }
-                numeric_common!(op, x, y)
             }
             #[inline(always)]
             fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
@@ -311,7 +300,7 @@ fn rem_signed<T: Num + Signed + RemOps>(x: T, y: T) -> T {
 }
 
 /// Integer remainder that does not overflow (`MIN % -1` is 0).
-pub trait RemOps: Sized {
+trait RemOps: Sized {
     fn wrapping_rem_(self, y: Self) -> Self;
 }
 macro_rules! rem_ops {

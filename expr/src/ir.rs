@@ -66,20 +66,12 @@ impl Class {
         }
     }
 
-    pub const fn from_code(c: u8) -> Option<Class> {
-        if (c as usize) < Class::ALL.len() {
-            Some(Class::ALL[c as usize])
-        } else {
-            None
-        }
+    pub fn from_code(c: u8) -> Option<Class> {
+        Class::ALL.get(c as usize).copied()
     }
 
     pub const fn is_float(self) -> bool {
         matches!(self, Class::F32 | Class::F64)
-    }
-
-    pub const fn is_signed(self) -> bool {
-        matches!(self, Class::F32 | Class::F64 | Class::I32 | Class::I64)
     }
 }
 
@@ -102,12 +94,8 @@ pub fn elem_code(e: ElemType) -> Option<u8> {
 }
 
 /// The element type of a code, `None` for a code that is not one.
-pub const fn elem_of_code(c: u8) -> Option<ElemType> {
-    if (c as usize) < ELEMS.len() {
-        Some(ELEMS[c as usize])
-    } else {
-        None
-    }
+pub fn elem_of_code(c: u8) -> Option<ElemType> {
+    ELEMS.get(c as usize).copied()
 }
 
 macro_rules! opcodes {
@@ -201,12 +189,8 @@ opcodes! {
 }
 
 impl Opcode {
-    pub const fn from_code(c: u8) -> Option<Opcode> {
-        if (c as usize) < Opcode::ALL.len() {
-            Some(Opcode::ALL[c as usize])
-        } else {
-            None
-        }
+    pub fn from_code(c: u8) -> Option<Opcode> {
+        Opcode::ALL.get(c as usize).copied()
     }
 
     /// Whether the result is bool whatever the operands' class (comparisons).

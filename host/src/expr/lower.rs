@@ -333,13 +333,7 @@ impl Lower<'_> {
             Node::Bool(b) => self.constant(convert(Class::Bool, want, *b as u64), want),
             Node::Cast(a, t) => {
                 let ty = self.ty(a)?;
-                // A weak operand (a literal or scalar) takes the target's math type at once
-                // (f64 for a 16-bit target, rounded once by `Narrow`), not f32 first.
-                let from = match (ty.weak, t) {
-                    (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Class::F64,
-                    (true, _) if category(ty.elem) > 0 => class(*t)?,
-                    _ => class(ty.elem)?,
-                };
+                let from = class_meeting(ty, *t)?;
                 self.emit(a, from)?;
                 match t {
                     ElemType::F16 | ElemType::BF16 => {
@@ -377,6 +371,17 @@ impl Lower<'_> {
                 self.convert(result, want)
             }
         }
+    }
+}
+
+/// The math type a value of type `ty` is computed in when it goes to element type
+/// `target` (a cast, or the output): its own, or for a weak number (a literal or scalar)
+/// the target's at once, f64 for a 16-bit target (rounded once there), not f32 first.
+fn class_meeting(ty: Ty, target: ElemType) -> Result<Class> {
+    match (ty.weak, target) {
+        (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Ok(Class::F64),
+        (true, _) if category(ty.elem) > 0 => class(target),
+        _ => class(ty.elem),
     }
 }
 
@@ -499,13 +504,7 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
     let ty = l.ty(e)?;
     let out = out.unwrap_or(ty.elem);
     class(out)?;
-    // A weak result (literals and scalars only) is computed in the output's math type, as
-    // a weak value takes the type it meets (f64 for a 16-bit output: one rounding).
-    let result = match (ty.weak, out) {
-        (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Class::F64,
-        (true, _) if category(ty.elem) > 0 => class(out)?,
-        _ => class(ty.elem)?,
-    };
+    let result = class_meeting(ty, out)?;
     l.emit(e, result)?;
     let code = elem_code(out).ok_or_else(|| type_error(format!("output {}", out.name())))?;
     for (i, &b) in l.consts.iter().enumerate() {
