@@ -45,19 +45,27 @@ pub use gpu_kernels;
 pub use host::*;
 
 mod builtin_image {
-    include!(concat!(env!("OUT_DIR"), "/module.rs"));
+    include!(concat!(env!("OUT_DIR"), "/builtin/module.rs"));
+}
+mod expr_image {
+    include!(concat!(env!("OUT_DIR"), "/expr/module.rs"));
 }
 
 /// The built-in kernels (`gpu-kernels`): cubins per SM version and PTX, compressed per
 /// kernel family (from the snapshot or a fresh build).
 pub const BUILTIN: ModuleImage = builtin_image::MODULE;
 
-/// Whether the kernel image came from the committed snapshot or a fresh compile.
+/// The expression interpreter's kernels (`strided-apply-expr`, tier 0 of [`expr`]): one
+/// family of layout variants for every program and element type.
+pub const EXPR_KERNELS: ModuleImage = expr_image::MODULE;
+
+/// Whether the built-in kernel image came from the committed snapshot or a fresh compile.
 pub const PTX_SOURCE: &str = env!("STRIDED_APPLY_PTX_SOURCE");
 
-/// Opens device `ordinal` with the built-in kernels registered.
+/// Opens device `ordinal` with the built-in kernels and the interpreter's registered.
 pub fn open(ordinal: usize) -> Result<Gpu> {
     let gpu = Gpu::new(ordinal)?;
     gpu.register(BUILTIN);
+    gpu.register(EXPR_KERNELS);
     Ok(gpu)
 }

@@ -6,7 +6,9 @@
 //! recorded in each instruction, through a `match` over constant indices, so a GPU compiler
 //! can keep every slot in registers.
 
-use crate::ir::{elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS};
+use crate::ir::{
+    elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
+};
 use crate::value::{convert, narrow, widen, with_class, Math};
 use gpu_kernels::elem::Bool;
 use gpu_kernels::math::{Num, Signed};
@@ -20,14 +22,150 @@ pub type Lanes<const K: usize> = [u64; K];
 /// it to the output with [`narrow`]).
 #[inline(always)]
 pub fn eval<const K: usize>(p: &Program, inputs: &[Lanes<K>; MAX_INPUTS]) -> Lanes<K> {
+    run(
+        p.len as usize,
+        |pc| p.instrs[pc % MAX_INSTRS],
+        |c| p.consts[c % MAX_CONSTS],
+        inputs,
+    )
+}
+
+/// [`eval`] with the program read through `instr` (instruction `pc < len`) and `konst`
+/// (constant `c`): the GPU kernels read a program they staged in shared memory, the CPU
+/// twin its value; the interpretation is this one function either way.
+#[inline(always)]
+pub fn run<const K: usize>(
+    len: usize,
+    instr: impl Fn(usize) -> Instr,
+    konst: impl Fn(usize) -> u64,
+    inputs: &[Lanes<K>; MAX_INPUTS],
+) -> Lanes<K> {
     let mut s = [[0u64; K]; MAX_DEPTH];
-    let n = (p.len as usize).min(p.instrs.len());
+    let n = len.min(MAX_INSTRS);
     let mut pc = 0;
     while pc < n {
-        step(p, p.instrs[pc], &mut s, inputs);
+        step(instr(pc), &konst, &mut s, inputs);
         pc += 1;
     }
     s[0]
+}
+
+/// Inputs and stack depth of a fast-path program: its stack slots and inputs are four
+/// values each, so the GPU keeps them in registers with room for enough threads per SM.
+pub const FAST_SLOTS: usize = 4;
+
+/// Whether `p` is a program of the fast path ([`run_fast`]): at most [`FAST_SLOTS`] inputs
+/// and stack depth, every instruction a load or a constant of one float math type, or an
+/// arithmetic op of that type (no comparison, `where`, cast or rounding to 16 bits); that
+/// type, or `None`.
+pub fn fast_class(p: &Program) -> Option<Class> {
+    let class = Class::from_code(p.result).filter(|c| c.is_float())?;
+    if p.n_inputs as usize > FAST_SLOTS || p.max_depth as usize > FAST_SLOTS {
+        return None;
+    }
+    p.code()
+        .iter()
+        .all(|i| {
+            i.class == class as u8
+                && matches!(
+                    Opcode::from_code(i.op),
+                    Some(
+                        Opcode::Load
+                            | Opcode::Const
+                            | Opcode::Neg
+                            | Opcode::Abs
+                            | Opcode::Relu
+                            | Opcode::Sqrt
+                            | Opcode::Rsqrt
+                            | Opcode::Exp
+                            | Opcode::Log
+                            | Opcode::Sin
+                            | Opcode::Cos
+                            | Opcode::Tanh
+                            | Opcode::Sigmoid
+                            | Opcode::Add
+                            | Opcode::Sub
+                            | Opcode::Mul
+                            | Opcode::Div
+                            | Opcode::Min
+                            | Opcode::Max
+                            | Opcode::Pow
+                            | Opcode::Fma
+                            | Opcode::Clamp
+                    )
+                )
+        })
+        .then_some(class)
+}
+
+/// The fast path of [`run`] for a program of one float math type `T` ([`fast_class`]):
+/// stack slots are `K` values of `T` (registers on the GPU, no encoding), `inputs[k]` is
+/// input `k`'s `K` lanes in `T`, and one dispatch serves `K` elements. The same ops as
+/// [`run`], so the same bits.
+#[inline(always)]
+pub fn run_fast<T: Eval, const K: usize>(
+    len: usize,
+    instr: impl Fn(usize) -> Instr,
+    konst: impl Fn(usize) -> u64,
+    inputs: &[[T; K]; FAST_SLOTS],
+) -> [T; K] {
+    let zero = T::dec(0);
+    let mut s = [[zero; K]; FAST_SLOTS];
+    let n = len.min(MAX_INSTRS);
+    let mut pc = 0;
+    while pc < n {
+        let ins = instr(pc);
+        let arity = Opcode::arity_of(ins.op);
+        let at = (ins.depth as usize).wrapping_sub(arity);
+        let x = slot4(&s, at);
+        let y = slot4(&s, at.wrapping_add(1));
+        let z = slot4(&s, at.wrapping_add(2));
+        // One dispatch on the opcode per instruction, the lanes inside each arm (the op a
+        // constant there, so each arm is that op's code only).
+        macro_rules! arms {
+            ($($op:ident $n:tt),*) => {
+                match Opcode::from_code(ins.op) {
+                    Some(Opcode::Load) => slot4(inputs, ins.arg as usize),
+                    Some(Opcode::Const) => [T::dec(konst(ins.arg as usize % MAX_CONSTS)); K],
+                    $(Some(Opcode::$op) => arms!(@lanes $op $n),)*
+                    _ => [zero; K],
+                }
+            };
+            (@lanes $op:ident 1) => { core::array::from_fn(|j| T::unary(Opcode::$op, x[j])) };
+            (@lanes $op:ident 2) => { core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j])) };
+            (@lanes $op:ident 3) => {
+                core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]))
+            };
+        }
+        let v: [T; K] = arms!(
+            Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1, Sigmoid 1,
+            Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3
+        );
+        set4(&mut s, at, v);
+        pc += 1;
+    }
+    s[0]
+}
+
+/// Element `i % 4` of a 4-slot array through constant indices only.
+#[inline(always)]
+fn slot4<T: Copy>(a: &[T; FAST_SLOTS], i: usize) -> T {
+    match i & 3 {
+        0 => a[0],
+        1 => a[1],
+        2 => a[2],
+        _ => a[3],
+    }
+}
+
+#[inline(always)]
+fn set4<V>(s: &mut [V; FAST_SLOTS], i: usize, v: V) {
+    match i & 3 {
+        0 => s[0] = v,
+        1 => s[1] = v,
+        2 => s[2] = v,
+        _ => s[3] = v,
+    }
 }
 
 /// Element `i` of an 8-slot array through constant indices only (a GPU compiler can keep
@@ -58,7 +196,7 @@ fn load<const K: usize>(inputs: &[Lanes<K>; MAX_INPUTS], i: usize) -> Lanes<K> {
 }
 
 #[inline(always)]
-fn set<const K: usize>(s: &mut [Lanes<K>; MAX_DEPTH], i: usize, v: Lanes<K>) {
+fn set<V>(s: &mut [V; MAX_DEPTH], i: usize, v: V) {
     match i & (MAX_DEPTH - 1) {
         0 => s[0] = v,
         1 => s[1] = v,
@@ -73,8 +211,8 @@ fn set<const K: usize>(s: &mut [Lanes<K>; MAX_DEPTH], i: usize, v: Lanes<K>) {
 
 #[inline(always)]
 fn step<const K: usize>(
-    p: &Program,
     ins: Instr,
+    konst: &impl Fn(usize) -> u64,
     s: &mut [Lanes<K>; MAX_DEPTH],
     inputs: &[Lanes<K>; MAX_INPUTS],
 ) {
@@ -82,11 +220,11 @@ fn step<const K: usize>(
         return;
     };
     let d = ins.depth as usize;
-    let arity = op.arity();
+    let arity = Opcode::arity_of(ins.op);
     let at = d.wrapping_sub(arity);
     let v = match op {
         Opcode::Load => load(inputs, ins.arg as usize),
-        Opcode::Const => [p.consts[ins.arg as usize % MAX_CONSTS]; K],
+        Opcode::Const => [konst(ins.arg as usize % MAX_CONSTS); K],
         Opcode::Cast => {
             let from = Class::from_code(ins.arg).unwrap_or(class);
             let x = get(s, at);

@@ -66,8 +66,15 @@ impl Class {
         }
     }
 
+    /// The class of a code (a range check, no table).
+    #[inline(always)]
     pub fn from_code(c: u8) -> Option<Class> {
-        Class::ALL.get(c as usize).copied()
+        if (c as usize) < Class::ALL.len() {
+            // SAFETY: `Class` is `repr(u8)` with the codes `0..ALL.len()`, in order.
+            Some(unsafe { core::mem::transmute::<u8, Class>(c) })
+        } else {
+            None
+        }
     }
 
     pub const fn is_float(self) -> bool {
@@ -189,8 +196,24 @@ opcodes! {
 }
 
 impl Opcode {
+    /// The opcode of a code (a range check, no table: on the GPU a table is a memory load).
+    #[inline(always)]
     pub fn from_code(c: u8) -> Option<Opcode> {
-        Opcode::ALL.get(c as usize).copied()
+        if (c as usize) < Opcode::ALL.len() {
+            // SAFETY: `Opcode` is `repr(u8)` with the codes `0..ALL.len()`, in order.
+            Some(unsafe { core::mem::transmute::<u8, Opcode>(c) })
+        } else {
+            None
+        }
+    }
+
+    /// [`arity`](Self::arity) of an opcode's code, from the order of the list (nullary,
+    /// unary, binary, ternary opcodes in that order) rather than a table.
+    #[inline(always)]
+    pub const fn arity_of(c: u8) -> usize {
+        (c >= Opcode::Neg as u8) as usize
+            + (c >= Opcode::Add as u8) as usize
+            + (c >= Opcode::Fma as u8) as usize
     }
 
     /// Whether the result is bool whatever the operands' class (comparisons).
@@ -238,8 +261,16 @@ pub struct Program {
     pub result: u8,
     /// The deepest the stack gets.
     pub max_depth: u8,
-    pub _pad: [u8; 3],
+    /// The [`Class`] code of a program whose every value is of that one float math type
+    /// (loads, constants and that type's arithmetic: [`fast_class`](crate::eval::fast_class)),
+    /// which the fast path runs with typed registers and several elements per dispatch;
+    /// [`NOT_FAST`] otherwise.
+    pub fast: u8,
+    pub _pad: [u8; 2],
 }
+
+/// [`Program::fast`] of a program that only the general path runs.
+pub const NOT_FAST: u8 = 0xff;
 
 impl Default for Program {
     fn default() -> Self {
@@ -252,7 +283,8 @@ impl Default for Program {
             out: 0,
             result: 0,
             max_depth: 0,
-            _pad: [0; 3],
+            fast: NOT_FAST,
+            _pad: [0; 2],
         }
     }
 }

@@ -18,9 +18,16 @@
 //! checked program; an unchecked one cannot make it read or write out of bounds (every
 //! index is masked), only compute garbage.
 #![no_std]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+
+// The host build is also a cdylib (the nvptx build's crate type), which needs std's
+// panic handler; the GPU build has gpu-kernels' own.
+#[cfg(not(target_arch = "nvptx64"))]
+extern crate std;
 
 pub mod eval;
 pub mod ir;
+pub mod kernel;
 pub mod value;
 
 pub use eval::eval;

@@ -230,6 +230,46 @@ pub(crate) unsafe fn run_program<const N: usize>(
     unsafe {
         run_layouts(names, layouts, data, sizes, |ptrs, steps, len| {
             let mut i = 0;
+            // The fast path of one float math type, as the GPU kernels run it.
+            macro_rules! fast {
+                ($t:ty) => {{
+                    while i < len {
+                        let lanes = (len - i).min(PROGRAM_LANES);
+                        let mut inputs = [[<$t as value::Math>::dec(0); PROGRAM_LANES];
+                            strided_apply_expr::eval::FAST_SLOTS];
+                        for k in 1..N.min(inputs.len() + 1) {
+                            for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
+                                let at =
+                                    ptrs[k].offset((i + j) as isize * steps[k] * sizes[k] as isize);
+                                *lane = <$t as value::Math>::dec(value::widen(
+                                    elems[k],
+                                    read_bits(at, sizes[k]),
+                                ));
+                            }
+                        }
+                        let r = strided_apply_expr::eval::run_fast::<$t, PROGRAM_LANES>(
+                            p.len as usize,
+                            |pc| p.instrs[pc % p.instrs.len()],
+                            |c| p.consts[c % p.consts.len()],
+                            &inputs,
+                        );
+                        for (j, v) in r[..lanes].iter().enumerate() {
+                            let at =
+                                ptrs[0].offset((i + j) as isize * steps[0] * sizes[0] as isize);
+                            let bits = value::narrow(result, value::Math::enc(*v), elems[0]);
+                            write_bits(at, sizes[0], bits);
+                        }
+                        i += lanes;
+                    }
+                    return;
+                }};
+            }
+            if p.fast == Class::F32 as u8 {
+                fast!(f32)
+            }
+            if p.fast == Class::F64 as u8 {
+                fast!(f64)
+            }
             while i < len {
                 let lanes = (len - i).min(PROGRAM_LANES);
                 let mut inputs = [[0u64; PROGRAM_LANES]; MAX_INPUTS];

@@ -106,11 +106,6 @@ fn check_writable(out: &Operand<'_>) -> PyResult<()> {
 }
 
 impl<'py> Operands<'py> {
-    /// The given `out`'s device.
-    pub(crate) fn out_device(&self) -> Option<Device> {
-        self.out.as_ref().map(|o| o.device)
-    }
-
     /// The given `out`'s element type (known once consumed).
     pub(crate) fn out_elem(&self) -> Option<ElemType> {
         self.out.as_ref().and_then(|o| o.elem)

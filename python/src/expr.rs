@@ -1,12 +1,12 @@
 //! Expressions: `sa.expr(text)` parses once and returns a callable; each call binds its
 //! names (tensors by keyword or in order of first appearance, Python numbers as run-time
 //! scalars), compiles a program once per argument signature (element types, scalar kinds,
-//! output type) and runs it.
+//! output type) and runs it: on the GPU's interpreter kernels (tier 0) for CUDA operands, on
+//! the CPU twin for host ones.
 
 use crate::call::{broadcast_shape, operands, Kernel};
-use crate::device::Device;
 use crate::dtypes::dtype_arg;
-use crate::errors::{DeviceError, ExprError};
+use crate::errors::ExprError;
 use crate::scalars::scalar;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyTuple};
@@ -17,10 +17,6 @@ use strided_apply::dispatch::Scalar;
 use strided_apply::expr::{Arg, Compiled, Expr as SaExpr, ScalarKind};
 use strided_apply::raw::RawTensor;
 use strided_apply::{ElemType, Gpu};
-
-/// Why a CUDA operand is refused: the GPU interpreter kernels are the next step.
-const NO_GPU: &str = "expressions run on the CPU twin in this version (the GPU interpreter \
-                      kernels are not built yet): pass host arrays (NumPy, torch CPU tensors)";
 
 /// An expression's names as operand names in messages: each distinct name is kept once for
 /// the process (operand names are `&'static str` throughout the call path).
@@ -57,15 +53,16 @@ struct BoundExpr {
 impl Kernel for BoundExpr {
     unsafe fn launch(
         &self,
-        _gpu: &Gpu,
-        _stream: Option<CUstream>,
-        _out: RawTensor<'_>,
-        _inputs: &[RawTensor<'_>],
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        // `__call__` refuses CUDA operands before anything is allocated or launched.
-        Err(strided_apply::Error::ExprType {
-            reason: NO_GPU.into(),
-        })
+        let scalars: Vec<(&str, Scalar)> =
+            self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        // SAFETY: forwarded contract (device memory described by its producer, held for the
+        // call, on the producer's stream).
+        unsafe { self.compiled.launch(gpu, stream, out, inputs, &scalars) }
     }
 
     unsafe fn run_cpu_raw(
@@ -134,15 +131,6 @@ impl Expr {
             }
         }
         let ops = operands(py, "expr", tensors, out.clone(), stream.as_ref())?;
-        let device = ops
-            .inputs
-            .first()
-            .map(|o| o.device)
-            .or(ops.out_device())
-            .unwrap_or(Device::Cpu);
-        if device != Device::Cpu {
-            return Err(DeviceError::new_err(NO_GPU));
-        }
         let out_elem = match (&ops.out_elem(), &dtype) {
             (Some(e), _) => Some(*e),
             (None, Some(d)) => Some(dtype_arg(py, d)?),

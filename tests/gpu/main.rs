@@ -1,6 +1,6 @@
 //! GPU tests, one module per topic: pointwise ops against the CPU twin (`apply`), 16-bit
 //! floats (`narrow`), the framework paths (`dispatch`), reductions (`reduce`), stencils
-//! (`stencil`), typed errors that need a device (`errors`), device memory and 64-bit
+//! (`stencil`), expressions on the interpreter's kernels (`expr`), typed errors that need a device (`errors`), device memory and 64-bit
 //! indexing (`memory`), threads under load (`load`). The runner (`harness`) reports each
 //! test by name; without a GPU every test is reported as skipped, and with
 //! `STRIDED_APPLY_REQUIRE_GPU=1` that is a failure.
@@ -11,6 +11,7 @@ mod common;
 mod apply;
 mod dispatch;
 mod errors;
+mod expr;
 mod harness;
 mod load;
 mod memory;
@@ -29,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 26] = [
+    let tests: [GpuTest; 29] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -79,6 +80,18 @@ fn main() {
         ("gpu_module_errors_are_typed", errors::module_errors),
         ("gpu_module_choice_and_lazy_families", errors::module_choice),
         ("gpu_random_layouts_match_cpu_twin", apply::random_layouts),
+        (
+            "gpu_expr_random_programs_match_cpu_twin",
+            expr::random_programs,
+        ),
+        (
+            "gpu_expr_transcendentals_match_library_kernels",
+            expr::transcendentals_match_library_kernels,
+        ),
+        (
+            "gpu_expr_typed_seed_expression",
+            expr::typed_seed_expression,
+        ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),
         ("gpu_64bit_index_u8_3gib", memory::index64_u8_3gib),

@@ -514,6 +514,8 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
     l.p.n_inputs = l.inputs.len() as u8;
     l.p.out = code;
     l.p.result = result as u8;
+    l.p.fast = strided_apply_expr::eval::fast_class(&l.p)
+        .map_or(strided_apply_expr::ir::NOT_FAST, |c| c as u8);
     Ok(Compiled {
         program: l.p,
         inputs: l.inputs,

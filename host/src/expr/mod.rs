@@ -34,12 +34,14 @@
 //! interpreter kernels (tier 0) are the next step of this module.
 
 mod ast;
+mod device;
 mod lower;
 mod parse;
 
 use crate::operand::HostOperands;
 pub use crate::operand::{HostTensor, HostTensorMut, RawTensor};
 pub use ast::{Expr, Node};
+pub use device::DeviceArg;
 pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
 pub use parse::{Func, CASTS, FUNCTIONS};

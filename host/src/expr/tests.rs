@@ -2111,3 +2111,50 @@ fn the_seed_expression_is_within_a_few_ulps_of_an_f64_reference() {
         c[i]
     );
 }
+
+#[test]
+fn opcode_and_class_codes_decode_without_tables() {
+    // The interpreter decodes codes by range and order (a table is a memory load on the
+    // GPU): every opcode's arity from its position, every code round-trips, others refused.
+    for (i, &op) in Opcode::ALL.iter().enumerate() {
+        assert_eq!(op as usize, i);
+        assert_eq!(Opcode::arity_of(i as u8), op.arity(), "{op:?}");
+        assert_eq!(Opcode::from_code(i as u8), Some(op));
+    }
+    for c in Opcode::ALL.len()..=255 {
+        assert_eq!(Opcode::from_code(c as u8), None);
+    }
+    for (i, &c) in Class::ALL.iter().enumerate() {
+        assert_eq!(Class::from_code(i as u8), Some(c));
+    }
+    for c in Class::ALL.len()..=255 {
+        assert_eq!(Class::from_code(c as u8), None);
+    }
+}
+
+#[test]
+fn the_fast_path_takes_one_float_type_programs_of_four_slots() {
+    use strided_apply_expr::eval::fast_class;
+    let f = |text: &str, t: ElemType| {
+        let e = parse(text);
+        let args: Vec<(&str, Arg)> = e.names().into_iter().map(|n| (n, Arg::Tensor(t))).collect();
+        e.compile(&args, None).unwrap()
+    };
+    let seed = f("sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)", F32);
+    assert_eq!(fast_class(seed.program()), Some(Class::F32));
+    assert_eq!(seed.program().fast, Class::F32 as u8);
+    assert_eq!(fast_class(f("a + b", BF16).program()), Some(Class::F32));
+    assert_eq!(fast_class(f("a * b + c", F64).program()), Some(Class::F64));
+    // Integers, comparisons and casts, more than four inputs or a deeper stack: general.
+    for (text, t) in [
+        ("a + b", U8),
+        ("where(a > b, a, b)", F32),
+        ("bf16(a) + b", F32),
+        ("a + b + c + d + e", F32),
+        ("a + (b + (c + (d + e)))", F32),
+    ] {
+        let c = f(text, t);
+        assert_eq!(fast_class(c.program()), None, "{text}");
+        assert_eq!(c.program().fast, strided_apply_expr::ir::NOT_FAST, "{text}");
+    }
+}

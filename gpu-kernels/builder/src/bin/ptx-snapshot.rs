@@ -1,6 +1,8 @@
-//! `ptx-snapshot <crate-dir> [--check | --extract DIR]`: refresh a kernel crate's committed
-//! image snapshot, prove it fresh (exit 1 if not, or if sm_90 cubins spill registers), or
-//! write every family's decoded cubin and PTX into DIR. Used by `scripts/ptx`.
+//! `ptx-snapshot <crate-dir> [--with DIR]… [--check | --extract DIR]`: refresh a kernel
+//! crate's committed image snapshot, prove it fresh (exit 1 if not, or if sm_90 cubins
+//! spill registers), or write every family's decoded cubin and PTX into DIR. `--with DIR`
+//! names another crate whose sources the kernels are built from (part of the
+//! fingerprint). Used by `scripts/ptx`.
 
 use strided_apply_builder::image::{Image, Kind};
 use strided_apply_builder::{PtxBuild, TargetStats, Toolchain};
@@ -58,10 +60,17 @@ fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let check = args.iter().any(|a| a == "--check");
     let Some(dir) = args.first().filter(|a| !a.starts_with("--")) else {
-        eprintln!("usage: ptx-snapshot <kernel-crate-dir> [--check | --extract DIR]");
+        eprintln!(
+            "usage: ptx-snapshot <kernel-crate-dir> [--with DIR]... [--check | --extract DIR]"
+        );
         std::process::exit(2);
     };
-    let build = PtxBuild::new(dir);
+    let mut build = PtxBuild::new(dir);
+    build.extra_sources = args
+        .windows(2)
+        .filter(|w| w[0] == "--with")
+        .map(|w| std::path::PathBuf::from(&w[1]))
+        .collect();
     if let Some(i) = args.iter().position(|a| a == "--extract") {
         let out = args
             .get(i + 1)

@@ -1,0 +1,427 @@
+//! Expressions on the GPU (tier 0, the interpreter's kernels): random programs over random
+//! element types and layouts against the CPU twin, bit for bit; the transcendental ops
+//! against the library's own GPU kernels, bit for bit (both call libdevice; the CPU twin
+//! calls Rust's `std`, within the ulp bounds of `gpu_transcendentals_within_ulp_bound_of_f64`).
+
+use crate::common::random::{random_case, Limits};
+use crate::common::Rng;
+use crate::harness::{knob, TestResult};
+use strided_apply::dispatch::{DynOp, Scalar};
+use strided_apply::expr::{Arg, DeviceArg, Expr, RawTensor, ScalarKind};
+use strided_apply::gpu_kernels::{bf16, f16};
+use strided_apply::{DeviceTensor, ElemType, Error, Gpu, Layout};
+
+use ElemType::{Bool, BF16, F16, F32, F64, I32, I64, U32, U8};
+const TYPES: [ElemType; 9] = [F32, F64, I32, I64, U32, U8, Bool, F16, BF16];
+
+fn pick<'a, T>(r: &mut Rng, xs: &'a [T]) -> &'a T {
+    &xs[r.below(xs.len() as u64) as usize]
+}
+
+/// A random expression of exact ops (the CPU twin and the GPU compute them the same way).
+fn gen_num(r: &mut Rng, depth: usize, names: &[&str], scalar: bool) -> String {
+    if depth == 0 || r.one_in(4) {
+        return match r.below(10) {
+            0..=5 => pick(r, names).to_string(),
+            6 | 7 => pick(r, &["0", "1", "2", "3", "255", "-3", "100000"]).to_string(),
+            8 => pick(r, &["0.5", "-2.25", "1e30", "(-0.0)", "1e-40"]).to_string(),
+            _ if scalar => "s".to_string(),
+            _ => pick(r, names).to_string(),
+        };
+    }
+    let d = depth - 1;
+    let sub = |r: &mut Rng| gen_num(r, d, names, scalar);
+    match r.below(10) {
+        0 | 1 => {
+            let f = pick(r, &["-", "abs", "relu", "sqrt", "rsqrt"]);
+            format!("{f}({})", sub(r))
+        }
+        2..=5 => {
+            let op = pick(r, &["+", "-", "*", "/", "%", "+", "*"]);
+            format!("({}) {op} ({})", sub(r), sub(r))
+        }
+        6 => {
+            let f = pick(r, &["trunc_div", "min", "max", "remainder"]);
+            format!("{f}({}, {})", sub(r), sub(r))
+        }
+        7 => {
+            let f = pick(r, &["fma", "clamp"]);
+            format!("{f}({}, {}, {})", sub(r), sub(r), sub(r))
+        }
+        8 => {
+            let op = pick(r, &["<", "<=", ">", "==", "!="]);
+            format!(
+                "where(({}) {op} ({}), {}, {})",
+                sub(r),
+                sub(r),
+                sub(r),
+                sub(r)
+            )
+        }
+        _ => {
+            let t = pick(
+                r,
+                &[
+                    "f32", "f64", "i32", "i64", "u32", "u8", "f16", "bf16", "bool",
+                ],
+            );
+            format!("{t}({})", sub(r))
+        }
+    }
+}
+
+/// Random bits of element type `e`, `n` elements, in 8-byte words: small integers in the
+/// type's encoding half the time, raw bits (NaNs, infinities, huge values) otherwise.
+fn random_words(r: &mut Rng, e: ElemType, n: usize) -> Vec<u64> {
+    let size = e.size();
+    let mut bytes = vec![0u8; (n * size).div_ceil(8) * 8];
+    for i in 0..n {
+        let k = r.range(-8, 8);
+        let bits: u64 = if r.one_in(2) {
+            r.next()
+        } else {
+            match e {
+                F32 => (k as f32).to_bits() as u64,
+                F64 => (k as f64).to_bits(),
+                F16 => f16::from_f64(k as f64).to_bits() as u64,
+                BF16 => bf16::from_f64(k as f64).to_bits() as u64,
+                Bool => (k > 0) as u64,
+                _ => k as u64,
+            }
+        };
+        let bits = if e == Bool { bits & 1 } else { bits };
+        bytes[i * size..(i + 1) * size].copy_from_slice(&bits.to_le_bytes()[..size]);
+    }
+    bytemuck::pod_collect_to_vec(&bytes)
+}
+
+/// Element `i` of a buffer of `e`, zero-extended.
+fn element(words: &[u64], e: ElemType, i: usize) -> u64 {
+    let bytes: &[u8] = bytemuck::cast_slice(words);
+    let s = e.size();
+    let mut w = [0u8; 8];
+    w[..s].copy_from_slice(&bytes[i * s..(i + 1) * s]);
+    u64::from_le_bytes(w)
+}
+
+fn is_nan(e: ElemType, v: u64) -> bool {
+    match e {
+        F32 => f32::from_bits(v as u32).is_nan(),
+        F64 => f64::from_bits(v).is_nan(),
+        F16 => f16::from_bits(v as u16).is_nan(),
+        BF16 => bf16::from_bits(v as u16).is_nan(),
+        _ => false,
+    }
+}
+
+/// The first element where two buffers of `e` differ (NaN equals NaN: a NaN's payload and
+/// sign are not part of the contract), as a message.
+fn first_difference(e: ElemType, n: usize, got: &[u64], want: &[u64]) -> Option<String> {
+    (0..n).find_map(|i| {
+        let (g, w) = (element(got, e, i), element(want, e, i));
+        (g != w && !(is_nan(e, g) && is_nan(e, w)))
+            .then(|| format!("element {i}: GPU {g:#x}, CPU twin {w:#x}"))
+    })
+}
+
+/// A device copy of host words (as `i64`, an element type of the library).
+fn upload(gpu: &Gpu, words: &[u64]) -> Result<DeviceTensor<i64>, String> {
+    let w: &[i64] = if words.is_empty() {
+        &[0]
+    } else {
+        bytemuck::cast_slice(words)
+    };
+    DeviceTensor::from_slice(gpu, w, &[w.len()]).map_err(|e| e.to_string())
+}
+
+/// The words of a device copy.
+fn download(gpu: &Gpu, t: &DeviceTensor<i64>) -> Result<Vec<u64>, String> {
+    let v = t.to_vec(gpu).map_err(|e| e.to_string())?;
+    Ok(bytemuck::pod_collect_to_vec(&v))
+}
+
+fn raw<'a>(base: u64, e: ElemType, l: &'a Layout) -> RawTensor<'a> {
+    RawTensor {
+        ptr: base + (l.offset() * e.size()) as u64,
+        elem: e,
+        shape: l.shape(),
+        strides: l.strides(),
+    }
+}
+
+/// Random exact-op programs over random element types (1–4 inputs, a run-time scalar at
+/// times) and random layouts (ranks 0–6, broadcast, reversed, permuted, padded, zero
+/// strides): the GPU's output buffer equals the CPU twin's byte for byte, untouched
+/// elements included.
+pub fn random_programs(gpu: &Gpu) -> TestResult {
+    let trials = knob("STRIDED_APPLY_EXPR_TRIALS", 400);
+    let mut r = Rng(0xe4b7_0001);
+    let (mut ran, mut refused, mut elements) = (0, 0, 0usize);
+    for trial in 0..trials {
+        let all = ["a", "b", "c", "d"];
+        let n_names = 1 + r.below(4) as usize;
+        let scalar = r.one_in(3);
+        let text = gen_num(&mut r, 4, &all[..n_names], scalar);
+        let e = Expr::parse(&text).map_err(|e| format!("`{text}`: {e}"))?;
+        let names = e.names();
+        let sval = if r.one_in(2) {
+            Scalar::F64(*pick(&mut r, &[0.5, -3.0, 1e10, f64::NAN]))
+        } else {
+            Scalar::I64(*pick(&mut r, &[0, 1, 3, 100]))
+        };
+        let args: Vec<(&str, Arg)> = names
+            .iter()
+            .map(|&n| {
+                if n == "s" {
+                    let k = match sval {
+                        Scalar::F64(_) => ScalarKind::Float,
+                        _ => ScalarKind::Int,
+                    };
+                    (n, Arg::Scalar(k))
+                } else {
+                    (n, Arg::Tensor(*pick(&mut r, &TYPES)))
+                }
+            })
+            .collect();
+        let out_type = r.one_in(3).then(|| *pick(&mut r, &TYPES));
+        let c = match e.compile(&args, out_type) {
+            Ok(c) => c,
+            Err(Error::ExprType { .. } | Error::ExprLimit { .. }) => {
+                refused += 1;
+                continue;
+            }
+            Err(err) => return Err(format!("`{text}`: {err}")),
+        };
+        let sc: Vec<(&str, Scalar)> = if names.contains(&"s") {
+            vec![("s", sval)]
+        } else {
+            vec![]
+        };
+        if c.bind(&sc).is_err() {
+            refused += 1;
+            continue;
+        }
+        let types: Vec<ElemType> = c
+            .inputs()
+            .iter()
+            .map(|n| match args.iter().find(|(m, _)| m == n) {
+                Some((_, Arg::Tensor(t))) => *t,
+                _ => F32,
+            })
+            .collect();
+        let case = random_case(&mut r, types.len(), Limits { max_numel: 3000 });
+        let ot = c.out();
+        let host_in: Vec<Vec<u64>> = case
+            .inputs
+            .iter()
+            .zip(&types)
+            .map(|(o, &t)| random_words(&mut r, t, o.len))
+            .collect();
+        let poison = vec![0xC3C3_C3C3_C3C3_C3C3u64; (case.out.len * ot.size()).div_ceil(8)];
+        // The CPU twin.
+        let mut host_out = poison.clone();
+        let ins: Vec<RawTensor<'_>> = case
+            .inputs
+            .iter()
+            .zip(&types)
+            .zip(&host_in)
+            .map(|((o, &t), w)| raw(w.as_ptr() as u64, t, &o.layout))
+            .collect();
+        let out = raw(host_out.as_mut_ptr() as u64, ot, &case.out.layout);
+        // SAFETY: every layout of the case lies in its buffer of `len` elements, which the
+        // words hold; the output is its own buffer.
+        let cpu = unsafe { c.run_cpu_raw(out, &ins, &sc) };
+        // The GPU.
+        let dev_in: Vec<DeviceTensor<i64>> = host_in
+            .iter()
+            .map(|w| upload(gpu, w))
+            .collect::<Result<_, _>>()?;
+        let dev_out = upload(gpu, &poison)?;
+        let ins: Vec<RawTensor<'_>> = case
+            .inputs
+            .iter()
+            .zip(&types)
+            .zip(&dev_in)
+            .map(|((o, &t), d)| raw(d.buffer().addr(), t, &o.layout))
+            .collect();
+        let out = raw(dev_out.buffer().addr(), ot, &case.out.layout);
+        // SAFETY: as above, in device buffers of this gpu holding the same words.
+        let dev = unsafe { c.launch(gpu, None, out, &ins, &sc) };
+        match (&cpu, &dev) {
+            (Ok(()), Ok(())) => {}
+            (Err(a), Err(b)) if a.to_string() == b.to_string() => {
+                refused += 1;
+                continue;
+            }
+            _ => {
+                return Err(format!(
+                    "trial {trial} `{text}`: CPU twin {cpu:?}, GPU {dev:?}"
+                ))
+            }
+        }
+        let got = download(gpu, &dev_out)?;
+        if let Some(d) = first_difference(ot, case.out.len, &got, &host_out) {
+            return Err(format!(
+                "trial {trial} `{text}` inputs {types:?} -> {ot:?}, out {:?}: {d}",
+                case.out.layout
+            ));
+        }
+        ran += 1;
+        elements += case.out.layout.numel();
+    }
+    if ran < trials / 2 {
+        return Err(format!(
+            "only {ran} of {trials} programs ran ({refused} refused)"
+        ));
+    }
+    Ok(format!(
+        "{ran} programs bit-identical to the CPU twin ({elements} elements; {refused} refused by the type rules)"
+    ))
+}
+
+/// Every transcendental op (and `sqrt`, `rsqrt`, `pow`) as a one-op program equals the
+/// library's own kernel of that op on the GPU, bit for bit, in f32, f64, f16 and bf16, over
+/// a dense and a transposed layout of 2^18 elements (several blocks per SM, every variant's
+/// grid-stride loop).
+pub fn transcendentals_match_library_kernels(gpu: &Gpu) -> TestResult {
+    let n = 1 << 18;
+    let mut r = Rng(0xe4b7_0002);
+    let mut checked = 0;
+    for t in [F32, F64, F16, BF16] {
+        let a = random_words(&mut r, t, n);
+        let b = random_words(&mut r, t, n);
+        let (da, db) = (upload(gpu, &a)?, upload(gpu, &b)?);
+        let dense = Layout::contiguous(&[512, 512]).map_err(|e| e.to_string())?;
+        let transposed = dense.transpose(0, 1).map_err(|e| e.to_string())?;
+        for layout in [&dense, &transposed] {
+            for (op, text) in [
+                ("sin", "sin(a)"),
+                ("cos", "cos(a)"),
+                ("exp", "exp(a)"),
+                ("log", "log(a)"),
+                ("tanh", "tanh(a)"),
+                ("sigmoid", "sigmoid(a)"),
+                ("sqrt", "sqrt(a)"),
+                ("rsqrt", "rsqrt(a)"),
+                ("pow", "a ** b"),
+            ] {
+                let binary = op == "pow";
+                let e = Expr::parse(text).map_err(|e| e.to_string())?;
+                let mut args = vec![("a", Arg::Tensor(t))];
+                if binary {
+                    args.push(("b", Arg::Tensor(t)));
+                }
+                let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
+                let types: Vec<ElemType> = vec![t; if binary { 3 } else { 2 }];
+                let lib = DynOp::new(op, &types, &[]).map_err(|e| format!("{op}: {e}"))?;
+                let outs: Vec<DeviceTensor<i64>> = (0..2)
+                    .map(|_| {
+                        upload(
+                            gpu,
+                            &vec![0xC3C3_C3C3_C3C3_C3C3u64; (n * t.size()).div_ceil(8)],
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                let out_layout = Layout::contiguous(&[512, 512]).map_err(|e| e.to_string())?;
+                let mut ins = vec![raw(da.buffer().addr(), t, layout)];
+                if binary {
+                    ins.push(raw(db.buffer().addr(), t, &dense));
+                }
+                // SAFETY: every view lies in its buffer of 2^18 elements of `t`.
+                unsafe {
+                    c.launch(
+                        gpu,
+                        None,
+                        raw(outs[0].buffer().addr(), t, &out_layout),
+                        &ins,
+                        &[],
+                    )
+                    .map_err(|e| format!("{text}: {e}"))?;
+                    lib.launch(
+                        gpu,
+                        None,
+                        raw(outs[1].buffer().addr(), t, &out_layout),
+                        &ins,
+                    )
+                    .map_err(|e| format!("{op}: {e}"))?;
+                }
+                let got = download(gpu, &outs[0])?;
+                let want = download(gpu, &outs[1])?;
+                if let Some(d) = first_difference(t, n, &got, &want) {
+                    return Err(format!("{text} over {t:?} ({layout:?}): expression against the library's `{op}`: {d}"));
+                }
+                checked += 1;
+            }
+        }
+    }
+    Ok(format!(
+        "{checked} (op, type, layout) cases bit-identical to the library's kernels"
+    ))
+}
+
+/// The typed form over `DeviceTensor`s: the seed expression with a row, a column and a full
+/// input, against an f64 reference (its transcendentals are libdevice's on the GPU), and
+/// the typed errors of that form: a wrong output type, a wrong input count.
+pub fn typed_seed_expression(gpu: &Gpu) -> TestResult {
+    let e = |e: Error| e.to_string();
+    let (m, n) = (300usize, 257usize);
+    let mut r = Rng(0xe4b7_0003);
+    let vals = |r: &mut Rng, k: usize| -> Vec<f32> {
+        (0..k).map(|_| (r.unit() * 4.0 - 1.0) as f32).collect()
+    };
+    let (a, b, c) = (vals(&mut r, n), vals(&mut r, m), vals(&mut r, m * n));
+    let da = DeviceTensor::from_slice(gpu, &a, &[1, n]).map_err(e)?;
+    let db = DeviceTensor::from_slice(gpu, &b, &[m, 1]).map_err(e)?;
+    let dc = DeviceTensor::from_slice(gpu, &c, &[m, n]).map_err(e)?;
+    let mut out = DeviceTensor::<f32>::zeros(gpu, &[m, n]).map_err(e)?;
+    let f = Expr::parse("sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)").map_err(e)?;
+    let args = [
+        ("a", Arg::Tensor(F32)),
+        ("b", Arg::Tensor(F32)),
+        ("c", Arg::Tensor(F32)),
+    ];
+    let compiled = f.compile(&args, None).map_err(e)?;
+    let inputs = [
+        DeviceArg::from(&da),
+        DeviceArg::from(&db),
+        DeviceArg::from(&dc),
+    ];
+    compiled.run(gpu, &mut out, &inputs, &[]).map_err(e)?;
+    let got = out.to_vec(gpu).map_err(e)?;
+    let mut worst = 0f64;
+    for i in 0..m {
+        for j in 0..n {
+            let (x, y, z) = (a[j] as f64, b[i] as f64, c[i * n + j] as f64);
+            let terms = [(x * y).sin(), z.sqrt(), x.cos() / ((y.cos() + 2.0).ln())];
+            let want: f64 = terms.iter().sum();
+            let g = got[i * n + j] as f64;
+            if want.is_nan() != g.is_nan() {
+                return Err(format!("({i}, {j}): {g} against {want}"));
+            }
+            // Relative to the terms' magnitudes: the sum may cancel, and `log(cos(b) + 2)`
+            // near 0 magnifies the f32 rounding of `cos(b) + 2` in the last term.
+            if !want.is_nan() {
+                let scale: f64 = terms.iter().map(|t| t.abs()).sum();
+                worst = worst.max((g - want).abs() / scale.max(1e-30));
+            }
+        }
+    }
+    if worst > 1e-4 {
+        return Err(format!("relative error {worst:e} against an f64 reference"));
+    }
+    // A wrong output type and a wrong input count are typed errors; nothing is launched.
+    let mut wrong = DeviceTensor::<f64>::zeros(gpu, &[m, n]).map_err(e)?;
+    let bad = compiled.run(gpu, &mut wrong, &inputs, &[]);
+    if !matches!(bad, Err(Error::TypeMismatch { .. })) {
+        return Err(format!("an f64 output of an f32 program: {bad:?}"));
+    }
+    let bad = compiled.run(gpu, &mut out, &inputs[..2], &[]);
+    if !matches!(bad, Err(Error::ExprBind { .. })) {
+        return Err(format!("two inputs for three: {bad:?}"));
+    }
+    let untouched = wrong.to_vec(gpu).map_err(e)?;
+    if untouched.iter().any(|&x| x != 0.0) {
+        return Err("the refused output was written".into());
+    }
+    Ok(format!("seed expression over a row, a column and a full input: relative error {worst:.1e}; typed errors"))
+}
