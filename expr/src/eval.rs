@@ -55,50 +55,37 @@ pub fn run<const K: usize>(
 pub const FAST_SLOTS: usize = 4;
 
 /// Whether `p` is a program of the fast path ([`run_fast`]): at most [`FAST_SLOTS`] inputs
-/// and stack depth, every instruction a load or a constant of one float math type, or an
-/// arithmetic op of that type (no comparison, `where`, cast or rounding to 16 bits); that
-/// type, or `None`.
+/// and stack depth, every instruction a load or a constant of one numeric math type, or
+/// an arithmetic op of that type (no comparison, `where`, cast or rounding to 16 bits);
+/// that type, or `None`.
 pub fn fast_class(p: &Program) -> Option<Class> {
-    let class = Class::from_code(p.result).filter(|c| c.is_float())?;
+    let class = Class::from_code(p.result).filter(|&c| c != Class::Bool)?;
     if p.n_inputs as usize > FAST_SLOTS || p.max_depth as usize > FAST_SLOTS {
         return None;
     }
+    let allowed = |op: Opcode| {
+        use Opcode::*;
+        let every = matches!(
+            op,
+            Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp
+        );
+        every
+            || if class.is_float() {
+                matches!(
+                    op,
+                    Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow
+                )
+            } else {
+                op == Rem
+            }
+    };
     p.code()
         .iter()
-        .all(|i| {
-            i.class == class as u8
-                && matches!(
-                    Opcode::from_code(i.op),
-                    Some(
-                        Opcode::Load
-                            | Opcode::Const
-                            | Opcode::Neg
-                            | Opcode::Abs
-                            | Opcode::Relu
-                            | Opcode::Sqrt
-                            | Opcode::Rsqrt
-                            | Opcode::Exp
-                            | Opcode::Log
-                            | Opcode::Sin
-                            | Opcode::Cos
-                            | Opcode::Tanh
-                            | Opcode::Sigmoid
-                            | Opcode::Add
-                            | Opcode::Sub
-                            | Opcode::Mul
-                            | Opcode::Div
-                            | Opcode::Min
-                            | Opcode::Max
-                            | Opcode::Pow
-                            | Opcode::Fma
-                            | Opcode::Clamp
-                    )
-                )
-        })
+        .all(|i| i.class == class as u8 && Opcode::from_code(i.op).is_some_and(allowed))
         .then_some(class)
 }
 
-/// The fast path of [`run`] for a program of one float math type `T` ([`fast_class`]):
+/// The fast path of [`run`] for a program of one numeric math type `T` ([`fast_class`]):
 /// stack slots are `K` values of `T` (registers on the GPU, no encoding), `inputs[k]` is
 /// input `k`'s `K` lanes in `T`, and one dispatch serves `K` elements. The same ops as
 /// [`run`], so the same bits.
@@ -115,33 +102,64 @@ pub fn run_fast<T: Eval, const K: usize>(
     let mut pc = 0;
     while pc < n {
         let ins = instr(pc);
-        let arity = Opcode::arity_of(ins.op);
-        let at = (ins.depth as usize).wrapping_sub(arity);
-        let x = slot4(&s, at);
-        let y = slot4(&s, at.wrapping_add(1));
-        let z = slot4(&s, at.wrapping_add(2));
-        // One dispatch on the opcode per instruction, the lanes inside each arm (the op a
-        // constant there, so each arm is that op's code only).
+        let at = (ins.depth as usize).wrapping_sub(Opcode::arity_of(ins.op));
+        // One dispatch on (opcode, slot) per instruction, as the CUDA C probe's stack
+        // machine: in each arm the op and the slots are constants, so the slots stay in
+        // registers without selects and the lanes are that op's code only.
+        macro_rules! by_slot {
+            (|$a:ident| $body:block) => {
+                match at & 3 {
+                    0 => {
+                        const $a: usize = 0;
+                        $body
+                    }
+                    1 => {
+                        const $a: usize = 1;
+                        $body
+                    }
+                    2 => {
+                        const $a: usize = 2;
+                        $body
+                    }
+                    _ => {
+                        const $a: usize = 3;
+                        $body
+                    }
+                }
+            };
+        }
         macro_rules! arms {
             ($($op:ident $n:tt),*) => {
                 match Opcode::from_code(ins.op) {
-                    Some(Opcode::Load) => slot4(inputs, ins.arg as usize),
-                    Some(Opcode::Const) => [T::dec(konst(ins.arg as usize % MAX_CONSTS)); K],
-                    $(Some(Opcode::$op) => arms!(@lanes $op $n),)*
-                    _ => [zero; K],
+                    Some(Opcode::Load) => {
+                        let v = slot4(inputs, ins.arg as usize);
+                        by_slot!(|A| { s[A] = v; })
+                    }
+                    Some(Opcode::Const) => {
+                        let v = [T::dec(konst(ins.arg as usize % MAX_CONSTS)); K];
+                        by_slot!(|A| { s[A] = v; })
+                    }
+                    $(Some(Opcode::$op) => by_slot!(|A| { arms!(@lanes A $op $n) }),)*
+                    _ => {}
                 }
             };
-            (@lanes $op:ident 1) => { core::array::from_fn(|j| T::unary(Opcode::$op, x[j])) };
-            (@lanes $op:ident 2) => { core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j])) };
-            (@lanes $op:ident 3) => {
-                core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]))
-            };
+            (@lanes $a:ident $op:ident 1) => {{
+                let x = s[$a];
+                s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
+            }};
+            (@lanes $a:ident $op:ident 2) => {{
+                let (x, y) = (s[$a], s[($a + 1) & 3]);
+                s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
+            }};
+            (@lanes $a:ident $op:ident 3) => {{
+                let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
+                s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
+            }};
         }
-        let v: [T; K] = arms!(
+        arms!(
             Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1, Sigmoid 1,
-            Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3
+            Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3
         );
-        set4(&mut s, at, v);
         pc += 1;
     }
     s[0]
@@ -155,16 +173,6 @@ fn slot4<T: Copy>(a: &[T; FAST_SLOTS], i: usize) -> T {
         1 => a[1],
         2 => a[2],
         _ => a[3],
-    }
-}
-
-#[inline(always)]
-fn set4<V>(s: &mut [V; FAST_SLOTS], i: usize, v: V) {
-    match i & 3 {
-        0 => s[0] = v,
-        1 => s[1] = v,
-        2 => s[2] = v,
-        _ => s[3] = v,
     }
 }
 

@@ -1,5 +1,6 @@
 //! Tier 0 on the GPU: the interpreter's own kernels, one per layout variant of the
-//! planner — never per op, never per element type. A kernel takes the [`Program`] by
+//! planner and per interpreter (the general one, and a fast one per numeric math type:
+//! [`NAMES`]) — never per op, never per element type. A kernel takes the [`Program`] by
 //! value, the element count, the jointly collapsed geometry of the output and up to
 //! [`MAX_INPUTS`] inputs, and their addresses ([`Pointers`]); element types and sizes are
 //! read from the program at run time, so one kernel serves every dtype combination.
@@ -8,7 +9,9 @@
 //! from the parameter space at constant offsets; a parameter read at a run-time index, as
 //! `instrs[pc]`, would copy the whole parameter into a stack frame), then every thread runs
 //! the grid-stride loop: load each input by its size and widen it to its math type, run
-//! [`run`] — the interpreter the CPU twin runs — and round the result once into the output.
+//! the interpreter the CPU twin runs ([`run`](crate::eval::run), or
+//! [`run_fast`](crate::eval::run_fast) for the fast paths), and round the result once into
+//! the output.
 //!
 //! # Safety (every kernel)
 //! The host (`strided_apply::expr`) launches these kernels only with a program its
@@ -39,22 +42,43 @@ pub const D3: usize = 3;
 pub const DN: usize = 4;
 
 /// Kernel names by variant and interpreter: the general one (every program), and the fast
-/// paths of `f32` and `f64` programs ([`Program::fast`]).
-pub const NAMES: [[&str; 3]; 5] = [
-    ["expr_c", "expr_cf", "expr_cd"],
-    ["expr_d1", "expr_d1f", "expr_d1d"],
-    ["expr_d2", "expr_d2f", "expr_d2d"],
-    ["expr_d3", "expr_d3f", "expr_d3d"],
-    ["expr_dn", "expr_dnf", "expr_dnd"],
+/// paths of programs of one numeric math type ([`Program::fast`]), in the order of
+/// [`FAST_PATHS`].
+pub const NAMES: [[&str; 7]; 5] = [
+    [
+        "expr_c", "expr_cf", "expr_cd", "expr_ci", "expr_cl", "expr_cu", "expr_cb",
+    ],
+    [
+        "expr_d1", "expr_d1f", "expr_d1d", "expr_d1i", "expr_d1l", "expr_d1u", "expr_d1b",
+    ],
+    [
+        "expr_d2", "expr_d2f", "expr_d2d", "expr_d2i", "expr_d2l", "expr_d2u", "expr_d2b",
+    ],
+    [
+        "expr_d3", "expr_d3f", "expr_d3d", "expr_d3i", "expr_d3l", "expr_d3u", "expr_d3b",
+    ],
+    [
+        "expr_dn", "expr_dnf", "expr_dnd", "expr_dni", "expr_dnl", "expr_dnu", "expr_dnb",
+    ],
+];
+
+/// The math types with a fast path, in the order of their kernels in [`NAMES`] (after the
+/// general one).
+pub const FAST_PATHS: [Class; 6] = [
+    Class::F32,
+    Class::F64,
+    Class::I32,
+    Class::I64,
+    Class::U32,
+    Class::U8,
 ];
 
 /// The kernel of `variant` that runs program `p`.
 pub fn name(variant: usize, p: &Program) -> &'static str {
-    let path = match Class::from_code(p.fast) {
-        Some(Class::F32) => 1,
-        Some(Class::F64) => 2,
-        _ => 0,
-    };
+    let path = FAST_PATHS
+        .iter()
+        .position(|&c| c as u8 == p.fast)
+        .map_or(0, |i| i + 1);
     NAMES[variant % NAMES.len()][path]
 }
 
@@ -184,22 +208,17 @@ mod device {
         }
     }
 
-    /// Operand `k`'s element offset at linear index `i` (`ndim == 0`: contiguous). Called
-    /// with a constant `k`, so the geometry is read at constant offsets.
+    /// The multi-index of linear index `i` over the collapsed sizes (`ndim` in use).
     #[inline(always)]
-    fn offset_of<const D: usize>(
+    fn coords_of<const D: usize>(
         g: &Geometry<u32, D, OPERANDS>,
         mut i: u32,
         ndim: usize,
-        k: usize,
-    ) -> isize {
-        if ndim == 0 {
-            return i as isize;
-        }
-        let mut off = 0u32;
+    ) -> [u32; D] {
+        let mut c = [0u32; D];
         let mut d = 0;
         while d < D && d < ndim {
-            let cur = if d + 1 == ndim {
+            c[d] = if d + 1 == ndim {
                 i
             } else {
                 let size = g.sizes[d];
@@ -209,13 +228,30 @@ mod device {
                 i = q;
                 r
             };
-            off = off.wrapping_add(cur.wrapping_mul(g.strides[k][d]));
+            d += 1;
+        }
+        c
+    }
+
+    /// Operand `k`'s element offset at multi-index `c`. Called with a constant `k`, so the
+    /// geometry is read at constant offsets.
+    #[inline(always)]
+    fn offset_at<const D: usize>(
+        g: &Geometry<u32, D, OPERANDS>,
+        c: &[u32; D],
+        ndim: usize,
+        k: usize,
+    ) -> isize {
+        let mut off = 0u32;
+        let mut d = 0;
+        while d < D && d < ndim {
+            off = off.wrapping_add(c[d].wrapping_mul(g.strides[k][d]));
             d += 1;
         }
         off.signed()
     }
 
-    /// The fast path: a program of one float math type `T` ([`run_fast`]), `K` elements per
+    /// The fast path: a program of one numeric math type `T` ([`run_fast`]), `K` elements per
     /// dispatch — indices `i, i + step, …, i + (K - 1) step` of the grid-stride loop, so every
     /// lane's loads and stores stay coalesced across the warp.
     #[inline(always)]
@@ -244,11 +280,20 @@ mod device {
             // of every input first, then the conversions, so the loads are all in flight
             // at once.
             let live: [bool; K] = core::array::from_fn(|j| idx[j] < n);
+            // One multi-index per lane, shared by every operand (`ndim == 0`: contiguous,
+            // every offset is the index).
+            let coords: [[u32; D]; K] = core::array::from_fn(|j| coords_of(g, idx[j] as u32, ndim));
+            let offset = |k: usize, j: usize| {
+                if ndim == 0 {
+                    idx[j] as isize
+                } else {
+                    offset_at(g, &coords[j], ndim, k)
+                }
+            };
             let mut raw = [[R::default(); K]; FAST_SLOTS];
             each_fast_input!(|KK| {
                 if KK < n_in {
-                    let offs: [isize; K] =
-                        core::array::from_fn(|j| offset_of(g, idx[j] as u32, ndim, KK + 1));
+                    let offs: [isize; K] = core::array::from_fn(|j| offset(KK + 1, j));
                     // SAFETY: input KK's offsets for the live lanes (module contract).
                     raw[KK] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, ins[KK].size()) };
                 }
@@ -260,7 +305,7 @@ mod device {
                 }
             });
             let v = run_fast::<T, K>(len, |pc| fetch(base, pc), |c| konst(base, c), &x);
-            let offs: [isize; K] = core::array::from_fn(|j| offset_of(g, idx[j] as u32, ndim, 0));
+            let offs: [isize; K] = core::array::from_fn(|j| offset(0, j));
             let bits = narrow_lanes::<T, K>(&v, out);
             // SAFETY: the output's offsets for the live lanes (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out.size(), &bits) };
@@ -402,13 +447,18 @@ mod device {
         let (first, step) = thread_range::<u32>();
         // SAFETY (both): forwarded; the host launches a fast kernel only for a program of
         // its math type (`Program::fast`).
+        macro_rules! fast {
+            ($t:ty, $r:ty, $k:literal) => {
+                return unsafe { fast::<$t, $r, $k, D>(p, base, n, g, ptrs, ndim, first, step) }
+            };
+        }
         match path {
-            Path::F32 => {
-                return unsafe { fast::<f32, u32, 4, D>(p, base, n, g, ptrs, ndim, first, step) }
-            }
-            Path::F64 => {
-                return unsafe { fast::<f64, u64, 2, D>(p, base, n, g, ptrs, ndim, first, step) }
-            }
+            Path::F32 => fast!(f32, u32, 4),
+            Path::F64 => fast!(f64, u64, 2),
+            Path::I32 => fast!(i32, u32, 4),
+            Path::I64 => fast!(i64, u64, 2),
+            Path::U32 => fast!(u32, u32, 4),
+            Path::U8 => fast!(u8, u32, 4),
             Path::General => {}
         }
         let len = p.len as usize;
@@ -451,6 +501,10 @@ mod device {
         General,
         F32,
         F64,
+        I32,
+        I64,
+        U32,
+        U8,
     }
 
     macro_rules! entry {
@@ -458,6 +512,10 @@ mod device {
             entry!(@one $name, "", General, $d, $ndim);
             entry!(@one $name, "f", F32, $d, $ndim);
             entry!(@one $name, "d", F64, $d, $ndim);
+            entry!(@one $name, "i", I32, $d, $ndim);
+            entry!(@one $name, "l", I64, $d, $ndim);
+            entry!(@one $name, "u", U32, $d, $ndim);
+            entry!(@one $name, "b", U8, $d, $ndim);
         )*};
         (@one $name:literal, $suffix:literal, $path:ident, $d:tt, $ndim:tt) => {
             const _: () = {

@@ -230,7 +230,7 @@ pub(crate) unsafe fn run_program<const N: usize>(
     unsafe {
         run_layouts(names, layouts, data, sizes, |ptrs, steps, len| {
             let mut i = 0;
-            // The fast path of one float math type, as the GPU kernels run it.
+            // The fast path of one numeric math type, as the GPU kernels run it.
             macro_rules! fast {
                 ($t:ty) => {{
                     while i < len {
@@ -264,11 +264,14 @@ pub(crate) unsafe fn run_program<const N: usize>(
                     return;
                 }};
             }
-            if p.fast == Class::F32 as u8 {
-                fast!(f32)
-            }
-            if p.fast == Class::F64 as u8 {
-                fast!(f64)
+            match Class::from_code(p.fast) {
+                Some(Class::F32) => fast!(f32),
+                Some(Class::F64) => fast!(f64),
+                Some(Class::I32) => fast!(i32),
+                Some(Class::I64) => fast!(i64),
+                Some(Class::U32) => fast!(u32),
+                Some(Class::U8) => fast!(u8),
+                _ => {}
             }
             while i < len {
                 let lanes = (len - i).min(PROGRAM_LANES);

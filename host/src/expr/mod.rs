@@ -30,8 +30,9 @@
 //! **Limits** (checked when compiling): [`MAX_INPUTS`] tensor inputs, [`MAX_CONSTS`]
 //! literals and scalars, [`MAX_INSTRS`] instructions, a stack [`MAX_DEPTH`] deep.
 //!
-//! **What runs where.** Today a compiled expression runs on the CPU twin; the GPU
-//! interpreter kernels (tier 0) are the next step of this module.
+//! **What runs where.** A compiled expression runs on the GPU on the interpreter's kernels
+//! (tier 0, [`Compiled::run`] and [`Compiled::launch`]) and on the CPU twin
+//! ([`Compiled::run_cpu`]), with the same interpreter code.
 
 mod ast;
 mod device;

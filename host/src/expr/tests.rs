@@ -2133,7 +2133,7 @@ fn opcode_and_class_codes_decode_without_tables() {
 }
 
 #[test]
-fn the_fast_path_takes_one_float_type_programs_of_four_slots() {
+fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
     use strided_apply_expr::eval::fast_class;
     let f = |text: &str, t: ElemType| {
         let e = parse(text);
@@ -2145,9 +2145,11 @@ fn the_fast_path_takes_one_float_type_programs_of_four_slots() {
     assert_eq!(seed.program().fast, Class::F32 as u8);
     assert_eq!(fast_class(f("a + b", BF16).program()), Some(Class::F32));
     assert_eq!(fast_class(f("a * b + c", F64).program()), Some(Class::F64));
-    // Integers, comparisons and casts, more than four inputs or a deeper stack: general.
+    assert_eq!(fast_class(f("a + b", U8).program()), Some(Class::U8));
+    assert_eq!(fast_class(f("a % b - a", I64).program()), Some(Class::I64));
+    // Bool, comparisons and casts, more than four inputs or a deeper stack: general.
     for (text, t) in [
-        ("a + b", U8),
+        ("a & b", Bool),
         ("where(a > b, a, b)", F32),
         ("bf16(a) + b", F32),
         ("a + b + c + d + e", F32),
