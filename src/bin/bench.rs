@@ -100,6 +100,8 @@ const GROUPS: &[(&str, &[&str])] = &[
             "expr_broadcast_row",
             "expr_contiguous_add_u8",
             "expr_seed_dense",
+            "expr_seed_broadcast",
+            "expr_seed_broadcast_unhoisted",
         ],
     ),
     (
@@ -906,6 +908,37 @@ fn expressions(bench: &Bench) -> Result<()> {
     ];
     let ms = median_ms(gpu, |_| f.run(gpu, &mut out, &ins, &[]))?;
     report("expr_seed_dense", "f32", n, 4 * n * 4, ms, "-");
+    // The same over a row `a`, a column `b` and a full `c`: `cos(a)` and `log(cos(b) + 2)`
+    // hoisted (once per column and row) and not; bytes: the inputs once and the output.
+    let (dr, dcol) = (
+        DeviceTensor::from_slice(gpu, &a.host[..big], &[1, big])?,
+        DeviceTensor::from_slice(gpu, &b.host[..big], &[big, 1])?,
+    );
+    let ins = [
+        DeviceArg::from(&dr),
+        DeviceArg::from(&dcol),
+        DeviceArg::from(&dc),
+    ];
+    let bytes = (2 * n + 2 * big) * 4;
+    let mut first: Option<Vec<f32>> = None;
+    for (case, hoist) in [
+        ("expr_seed_broadcast", true),
+        ("expr_seed_broadcast_unhoisted", false),
+    ] {
+        let f = f.clone().with_hoisting(hoist);
+        f.run(gpu, &mut out, &ins, &[])?;
+        let got = out.buffer_to_vec(gpu)?;
+        let check = match &first {
+            None => "-".to_string(),
+            Some(w) => match first_mismatch(&got, w, ops::Tolerance::Exact) {
+                None => "hoisted=unhoisted".to_string(),
+                Some(m) => format!("MISMATCH {m}"),
+            },
+        };
+        first.get_or_insert(got);
+        let ms = median_ms(gpu, |_| f.run(gpu, &mut out, &ins, &[]))?;
+        report(case, "f32", n, bytes, ms, &check);
+    }
     Ok(())
 }
 

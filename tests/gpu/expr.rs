@@ -425,3 +425,91 @@ pub fn typed_seed_expression(gpu: &Gpu) -> TestResult {
     }
     Ok(format!("seed expression over a row, a column and a full input: relative error {worst:.1e}; typed errors"))
 }
+
+/// Broadcast-invariant hoisting changes no bit: expressions with expensive ops over rows,
+/// columns and full inputs (2-D and 3-D, float and integer types), hoisted and not, give the
+/// same output buffer.
+pub fn hoisting_keeps_the_bits(gpu: &Gpu) -> TestResult {
+    let mut r = Rng(0xe4b7_0004);
+    let cases: [(&str, &[ElemType]); 5] = [
+        (
+            "sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)",
+            &[F32, F64, BF16],
+        ),
+        ("exp(a) * c + log(b) / (a + 1)", &[F32, F64, F16]),
+        ("(a % 7 + b) * c - b / 3", &[I32, I64, U8]),
+        ("tanh(a + b) * c + sigmoid(a) * sqrt(b)", &[F32]),
+        ("where(c > 0, cos(a), sin(b)) + c", &[F32, F64]),
+    ];
+    // (out shape, a, b, c): a and b broadcast along different axes.
+    let shapes: [(&[usize], &[usize], &[usize], &[usize]); 3] = [
+        (&[300, 257], &[1, 257], &[300, 1], &[300, 257]),
+        (&[4, 50, 33], &[50, 1], &[33], &[4, 50, 33]),
+        (&[6, 1, 40], &[6, 1, 1], &[1, 40], &[6, 1, 40]),
+    ];
+    let mut checked = 0;
+    for (text, types) in cases {
+        let e = Expr::parse(text).map_err(|e| e.to_string())?;
+        for &t in types {
+            let args = [
+                ("a", Arg::Tensor(t)),
+                ("b", Arg::Tensor(t)),
+                ("c", Arg::Tensor(t)),
+            ];
+            let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
+            for (out_shape, sa, sb, sc) in shapes {
+                let ot = c.out();
+                let n: usize = out_shape.iter().product();
+                let layouts: Vec<Layout> = [sa, sb, sc]
+                    .iter()
+                    .map(|s| Layout::contiguous(s).map_err(|e| e.to_string()))
+                    .collect::<Result<_, _>>()?;
+                let order = c.inputs();
+                let pick_layout = |name: &str| match name {
+                    "a" => &layouts[0],
+                    "b" => &layouts[1],
+                    _ => &layouts[2],
+                };
+                let dev: Vec<DeviceTensor<i64>> = order
+                    .iter()
+                    .map(|nm| upload(gpu, &random_words(&mut r, t, pick_layout(nm).numel())))
+                    .collect::<Result<_, _>>()?;
+                let out_layout = Layout::contiguous(out_shape).map_err(|e| e.to_string())?;
+                let mut results = Vec::new();
+                for hoist in [true, false] {
+                    let f = c.clone().with_hoisting(hoist);
+                    let out = upload(
+                        gpu,
+                        &vec![0xC3C3_C3C3_C3C3_C3C3u64; (n * ot.size()).div_ceil(8)],
+                    )?;
+                    let ins: Vec<RawTensor<'_>> = order
+                        .iter()
+                        .zip(&dev)
+                        .map(|(nm, d)| raw(d.buffer().addr(), t, pick_layout(nm)))
+                        .collect();
+                    // SAFETY: every view lies in its own buffer of its element count.
+                    unsafe {
+                        f.launch(
+                            gpu,
+                            None,
+                            raw(out.buffer().addr(), ot, &out_layout),
+                            &ins,
+                            &[],
+                        )
+                        .map_err(|e| format!("{text} {t:?}: {e}"))?;
+                    }
+                    results.push(download(gpu, &out)?);
+                }
+                if let Some(d) = first_difference(ot, n, &results[0], &results[1]) {
+                    return Err(format!(
+                        "`{text}` over {t:?}, out {out_shape:?}: hoisted against not: {d}"
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    Ok(format!(
+        "{checked} (expression, type, layout) cases: hoisted = unhoisted, bit for bit"
+    ))
+}

@@ -30,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 29] = [
+    let tests: [GpuTest; 30] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -91,6 +91,10 @@ fn main() {
         (
             "gpu_expr_typed_seed_expression",
             expr::typed_seed_expression,
+        ),
+        (
+            "gpu_expr_hoisting_keeps_the_bits",
+            expr::hoisting_keeps_the_bits,
         ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),

@@ -96,32 +96,31 @@ impl Compiled {
                 return Err(Error::type_mismatch(NAMES[k], want, a.elem));
             }
         }
-        let stream = gpu.stream().cu_stream();
-        macro_rules! go {
-            ($($n:literal),*) => {
-                match args.len() {
-                    $($n => {
-                        let a: [DeviceArg<'_>; $n] = std::array::from_fn(|k| args[k]);
-                        let names: [Operand; $n] = std::array::from_fn(|k| NAMES[k]);
-                        let regions = names
-                            .iter()
-                            .zip(&a)
-                            .map(|(n, a)| a.region(gpu, n))
-                            .collect::<Result<Vec<_>>>()?;
-                        let plan: Plan<$n> = plan(a.map(|a| a.layout), names)?;
-                        check_aliasing(&regions[0], &regions[1..])?;
-                        // SAFETY: every view was checked against its buffer when it was
-                        // made, the plan broadcast them to the output, `check_aliasing`
-                        // proved the aliasing rules and the types match the program.
-                        unsafe {
-                            launch_program(gpu, stream, &p, &plan, a.map(|a| a.base()), a.map(|a| a.elem.size()))
-                        }
-                    })*
-                    _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
-                }
-            };
+        for (k, a) in args.iter().enumerate() {
+            a.region(gpu, NAMES[k])?;
         }
-        go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+        let raw: Vec<RawTensor<'_>> = args
+            .iter()
+            .map(|a| RawTensor {
+                ptr: a.base(),
+                elem: a.elem,
+                shape: a.layout.shape(),
+                strides: a.layout.strides(),
+            })
+            .collect();
+        // SAFETY: every view was checked against its buffer of this gpu when it was made;
+        // the buffers live until the work queued on the gpu's stream completes (a tensor's
+        // buffer is freed in stream order).
+        unsafe {
+            launch_bound(
+                gpu,
+                gpu.stream().cu_stream(),
+                &p,
+                self.hoist,
+                raw[0],
+                &raw[1..],
+            )
+        }
     }
 
     /// [`run`](Self::run) over caller-owned device memory given by address (a framework's
@@ -142,34 +141,232 @@ impl Compiled {
         let p = self.bind(scalars)?;
         self.check_count(inputs.len())?;
         let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
-        let mut t = [out; MAX_INPUTS + 1];
-        t[1..=inputs.len()].copy_from_slice(inputs);
-        let t = &t[..=inputs.len()];
-        macro_rules! go {
-            ($($n:literal),*) => {
-                match t.len() {
-                    $($n => {
-                        let t: [RawTensor<'_>; $n] = std::array::from_fn(|k| t[k]);
-                        let names: [Operand; $n] = std::array::from_fn(|k| NAMES[k]);
-                        let types: [ElemType; $n] = std::array::from_fn(|k| {
-                            if k == 0 { self.out } else { value::elem_of(p.inputs[k - 1]) }
-                        });
-                        let layouts = crate::operand::checked_layouts(&types, &t, names)?;
-                        let plan: Plan<$n> = plan(std::array::from_fn(|k| &layouts[k]), names)?;
-                        let regions = crate::operand::raw_regions(&types, &t, &layouts, names);
-                        check_aliasing(&regions[0], &regions[1..])?;
-                        // SAFETY: the caller vouches for the memory and the stream; the checks
-                        // above prove the types, the aliasing rules and the offsets.
-                        unsafe {
-                            launch_program(gpu, stream, &p, &plan, t.map(|t| t.ptr), types.map(|e| e.size()))
-                        }
-                    })*
-                    _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
-                }
-            };
-        }
-        go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+        // SAFETY: forwarded contract.
+        unsafe { launch_bound(gpu, stream, &p, self.hoist, out, inputs) }
     }
+
+    /// The same expression with broadcast-invariant hoisting on or off for its GPU launches
+    /// (on by default; `STRIDED_APPLY_EXPR_HOIST=0` turns it off for every expression). A
+    /// subexpression whose inputs are all broadcast along some output axes (`cos(a)` of a
+    /// row `a`) is computed once per distinct index into a temporary of its math type,
+    /// allocated and freed in the stream's order, when it holds an expensive op (a division
+    /// or a transcendental function) and the temporary has at most half the output's
+    /// elements. The bits are those of the unhoisted program.
+    pub fn with_hoisting(mut self, on: bool) -> Self {
+        self.hoist = on;
+        self
+    }
+}
+
+/// `STRIDED_APPLY_EXPR_HOIST=0` turns broadcast-invariant hoisting off (read once): for
+/// comparisons, and a test that both forms give the same bits.
+fn hoisting_on() -> bool {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *ON.get_or_init(|| std::env::var("STRIDED_APPLY_EXPR_HOIST").map_or(true, |v| v != "0"))
+}
+
+/// The output axes along which each input does not vary once broadcast to `out` (size 1,
+/// stride 0 or a missing leading axis); bit `d` is axis `d`, outermost 0.
+fn invariant_axes(out: &[usize], inputs: &[RawTensor<'_>]) -> Vec<u64> {
+    inputs
+        .iter()
+        .map(|t| {
+            let lead = out.len().saturating_sub(t.shape.len());
+            (0..out.len().min(64)).fold(0u64, |m, d| {
+                let fixed = d < lead || {
+                    let j = d - lead;
+                    t.shape.get(j).is_none_or(|&n| n == 1) || t.strides.get(j) == Some(&0)
+                };
+                if fixed || out[d] == 1 {
+                    m | 1 << d
+                } else {
+                    m
+                }
+            })
+        })
+        .collect()
+}
+
+/// Checks, hoists what is worth it ([`hoist`](super::hoist::hoist)) and launches a bound
+/// program: nothing runs unless every check of the whole expression passes.
+///
+/// # Safety
+/// As [`Compiled::launch`], with `stream` a live stream of the gpu's context.
+unsafe fn launch_bound(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    hoist: bool,
+    out: RawTensor<'_>,
+    inputs: &[RawTensor<'_>],
+) -> Result<()> {
+    let numel: usize = out.shape.iter().product();
+    let hoisted = if hoist && hoisting_on() && numel > 1 && gpu.context().has_async_alloc() {
+        super::hoist::hoist(p, &invariant_axes(out.shape, inputs), out.shape)
+    } else {
+        None
+    };
+    let Some(h) = hoisted else {
+        // SAFETY: forwarded.
+        return unsafe { launch_plain(gpu, stream, p, out, inputs, false) };
+    };
+    // Every check of the unhoisted program first: an error launches nothing.
+    // SAFETY: a dry run launches nothing.
+    unsafe { launch_plain(gpu, stream, p, out, inputs, true)? };
+    let mut temps = Temps::new(gpu, stream);
+    let mut shapes: Vec<(Vec<usize>, Vec<isize>)> = Vec::new();
+    let mut ptrs = Vec::new();
+    for part in &h.parts {
+        let shape: Vec<usize> = (0..out.shape.len())
+            .map(|d| {
+                if part.axes >> d & 1 != 0 {
+                    1
+                } else {
+                    out.shape[d]
+                }
+            })
+            .collect();
+        // A part's shape is the output's with some axes 1: its strides fit when the
+        // output's element count does (checked above).
+        let strides = crate::layout::contiguous_strides(&shape).unwrap_or_default();
+        let bytes = shape.iter().product::<usize>() * part.elem.size();
+        ptrs.push(temps.alloc(bytes.max(1))?);
+        shapes.push((shape, strides));
+    }
+    for (j, part) in h.parts.iter().enumerate() {
+        // Each input of the part as a view of the temporary's shape: broadcast to the
+        // output, then index 0 along the axes the part does not vary on.
+        let views: Vec<(Vec<usize>, Vec<isize>)> = part
+            .inputs
+            .iter()
+            .map(|&k| {
+                let t = inputs[k];
+                let lead = out.shape.len() - t.shape.len().min(out.shape.len());
+                (0..out.shape.len())
+                    .map(|d| {
+                        if part.axes >> d & 1 != 0 {
+                            return (1, 0);
+                        }
+                        match d.checked_sub(lead) {
+                            Some(i) if t.shape[i] != 1 => (t.shape[i], t.strides[i]),
+                            _ => (out.shape[d], 0),
+                        }
+                    })
+                    .unzip()
+            })
+            .collect();
+        let ins: Vec<RawTensor<'_>> = part
+            .inputs
+            .iter()
+            .zip(&views)
+            .map(|(&k, (shape, strides))| RawTensor {
+                ptr: inputs[k].ptr,
+                elem: inputs[k].elem,
+                shape,
+                strides,
+            })
+            .collect();
+        let temp = RawTensor {
+            ptr: ptrs[j],
+            elem: part.elem,
+            shape: &shapes[j].0,
+            strides: &shapes[j].1,
+        };
+        // SAFETY: the inputs' views reach a subset of what they reach in the output's
+        // broadcast (index 0 of axes they do not vary along); the temporary is this call's.
+        unsafe { launch_plain(gpu, stream, &part.program, temp, &ins, false)? };
+    }
+    let mut ins: Vec<RawTensor<'_>> = h.inputs.iter().map(|&k| inputs[k]).collect();
+    for (j, part) in h.parts.iter().enumerate() {
+        ins.push(RawTensor {
+            ptr: ptrs[j],
+            elem: part.elem,
+            shape: &shapes[j].0,
+            strides: &shapes[j].1,
+        });
+    }
+    // SAFETY: the original operands (checked above) and the temporaries, written above on
+    // the same stream.
+    unsafe { launch_plain(gpu, stream, &h.program, out, &ins, false) }
+}
+
+/// Temporaries of one call, allocated and freed in the order of `stream`.
+struct Temps {
+    stream: CUstream,
+    ptrs: Vec<u64>,
+}
+
+impl Temps {
+    fn new(gpu: &Gpu, stream: CUstream) -> Temps {
+        // Allocations below need the context current on this thread.
+        let _ = gpu.context().bind_to_thread();
+        Temps {
+            stream,
+            ptrs: Vec::new(),
+        }
+    }
+
+    fn alloc(&mut self, bytes: usize) -> Result<u64> {
+        // SAFETY: a stream-ordered allocation on a live stream of the current context.
+        let p = unsafe { cudarc::driver::result::malloc_async(self.stream, bytes) }
+            .map_err(|_| Error::OutOfMemory { bytes })?;
+        self.ptrs.push(p);
+        Ok(p)
+    }
+}
+
+impl Drop for Temps {
+    fn drop(&mut self) {
+        for &p in &self.ptrs {
+            // SAFETY: allocated on this stream by `alloc`; freed after the work queued so far.
+            let _ = unsafe { cudarc::driver::result::free_async(p, self.stream) };
+        }
+    }
+}
+
+/// Checks a bound program's operands (types, layouts, the plan, the aliasing rules) and,
+/// unless `dry`, launches it.
+///
+/// # Safety
+/// As [`Compiled::launch`], with `stream` a live stream of the gpu's context.
+unsafe fn launch_plain(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    out: RawTensor<'_>,
+    inputs: &[RawTensor<'_>],
+    dry: bool,
+) -> Result<()> {
+    let mut t = [out; MAX_INPUTS + 1];
+    t[1..=inputs.len()].copy_from_slice(inputs);
+    let t = &t[..=inputs.len()];
+    macro_rules! go {
+        ($($n:literal),*) => {
+            match t.len() {
+                $($n => {
+                    let t: [RawTensor<'_>; $n] = std::array::from_fn(|k| t[k]);
+                    let names: [Operand; $n] = std::array::from_fn(|k| NAMES[k]);
+                    let types: [ElemType; $n] = std::array::from_fn(|k| {
+                        value::elem_of(if k == 0 { p.out } else { p.inputs[k - 1] })
+                    });
+                    let layouts = crate::operand::checked_layouts(&types, &t, names)?;
+                    let plan: Plan<$n> = plan(std::array::from_fn(|k| &layouts[k]), names)?;
+                    let regions = crate::operand::raw_regions(&types, &t, &layouts, names);
+                    check_aliasing(&regions[0], &regions[1..])?;
+                    if dry {
+                        return Ok(());
+                    }
+                    // SAFETY: the caller vouches for the memory and the stream; the checks
+                    // above prove the types, the aliasing rules and the offsets.
+                    unsafe {
+                        launch_program(gpu, stream, p, &plan, t.map(|t| t.ptr), types.map(|e| e.size()))
+                    }
+                })*
+                _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
+            }
+        };
+    }
+    go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
 }
 
 /// Launches a bound program over a plan: the contiguous kernel for a dense plan of fewer

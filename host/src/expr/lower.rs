@@ -459,6 +459,9 @@ pub struct Compiled {
     pub(crate) inputs: Vec<String>,
     pub(crate) scalars: Vec<ScalarSlot>,
     pub(crate) out: ElemType,
+    /// Whether GPU launches hoist broadcast-invariant subexpressions
+    /// ([`Compiled::with_hoisting`]).
+    pub(crate) hoist: bool,
 }
 
 /// Compiles `e` with `args` naming every input's binding; the output's element type is
@@ -521,5 +524,6 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
         inputs: l.inputs,
         scalars: l.scalars,
         out,
+        hoist: true,
     })
 }

@@ -36,6 +36,7 @@
 
 mod ast;
 mod device;
+mod hoist;
 mod lower;
 mod parse;
 

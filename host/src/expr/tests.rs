@@ -2152,11 +2152,94 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
         ("a & b", Bool),
         ("where(a > b, a, b)", F32),
         ("bf16(a) + b", F32),
-        ("a + b + c + d + e", F32),
+        ("a + b + c + d + e + f + g", F32),
         ("a + (b + (c + (d + e)))", F32),
     ] {
         let c = f(text, t);
         assert_eq!(fast_class(c.program()), None, "{text}");
         assert_eq!(c.program().fast, strided_apply_expr::ir::NOT_FAST, "{text}");
     }
+}
+
+/// Values of `p` at one element, its inputs given in their math types.
+fn eval_at(p: &Program, inputs: &[u64]) -> u64 {
+    let mut x = [[0u64; 1]; MAX_INPUTS];
+    for (k, &v) in inputs.iter().enumerate() {
+        x[k] = [v];
+    }
+    strided_apply_expr::eval(p, &x)[0]
+}
+
+#[test]
+fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
+    use super::hoist::{hoist, hoist_parts};
+    let e = parse("sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)");
+    for t in [F32, F64, BF16] {
+        let c = e
+            .compile(&tensors(&[("a", t), ("b", t), ("c", t)]), None)
+            .unwrap();
+        let p = c.program();
+        // Out [m, n]: a a row (invariant along axis 0), b a column (axis 1), c full.
+        let (m, n) = (5usize, 7usize);
+        let h = hoist_parts(p, &[0b01, 0b10, 0], &[m, n]).expect("two invariant parts");
+        // Five inputs take it off the fast path (four): not hoisted when it launches.
+        assert!(hoist(p, &[0b01, 0b10, 0], &[m, n]).is_none());
+        assert_eq!(h.parts.len(), 2);
+        assert_eq!((h.parts[0].axes, h.parts[1].axes), (0b01, 0b10));
+        assert_eq!(
+            (h.parts[0].inputs.clone(), h.parts[1].inputs.clone()),
+            (vec![0], vec![1])
+        );
+        assert_eq!(h.inputs, [0, 1, 2], "a and b still feed sin(a*b)");
+        assert_eq!(h.program.n_inputs, 5);
+        // Every element: the parts' values fed to the main program give the original bits.
+        let mut r = Rng::new(7);
+        let class = Class::of(t).unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                let vals: Vec<u64> = (0..3)
+                    .map(|_| value::widen(t, random_value(&mut r, t)))
+                    .collect();
+                let (a, b, cc) = (vals[0], vals[1], vals[2]);
+                let want = eval_at(p, &[a, b, cc]);
+                let p0 = eval_at(&h.parts[0].program, &[a]);
+                let p1 = eval_at(&h.parts[1].program, &[b]);
+                // Stored in the part's element type and read back: exact.
+                let e0 = h.parts[0].elem;
+                let p0 = value::widen(e0, value::narrow(class, p0, e0));
+                let got = eval_at(&h.program, &[a, b, cc, p0, p1]);
+                let same = got == want || {
+                    let f = |v: u64| {
+                        if class == Class::F64 {
+                            f64::from_bits(v).is_nan()
+                        } else {
+                            f32::from_bits(v as u32).is_nan()
+                        }
+                    };
+                    f(got) && f(want)
+                };
+                assert!(same, "{t:?} ({i}, {j}): {got:#x} != {want:#x}");
+            }
+        }
+    }
+    // Nothing to gain: no expensive op, every input varying, a temporary as large as the
+    // output, or a bare load.
+    let cheap = parse("a * b + c")
+        .compile(&tensors(&[("a", F32), ("b", F32), ("c", F32)]), None)
+        .unwrap();
+    assert!(hoist(cheap.program(), &[0b01, 0b10, 0], &[5, 7]).is_none());
+    let full = parse("cos(a) * b")
+        .compile(&tensors(&[("a", F32), ("b", F32)]), None)
+        .unwrap();
+    assert!(hoist(full.program(), &[0, 0], &[5, 7]).is_none());
+    assert!(
+        hoist(full.program(), &[0b01, 0], &[1, 7]).is_none(),
+        "size-1 axis: no saving"
+    );
+    let h = hoist(full.program(), &[0b01, 0], &[5, 7]).expect("cos of a row");
+    assert_eq!(
+        (h.parts.len(), h.inputs.clone()),
+        (1, vec![1]),
+        "a is read by the part only"
+    );
 }
