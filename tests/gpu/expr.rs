@@ -442,7 +442,13 @@ pub fn hoisting_keeps_the_bits(gpu: &Gpu) -> TestResult {
         ("where(c > 0, cos(a), sin(b)) + c", &[F32, F64]),
     ];
     // (out shape, a, b, c): a and b broadcast along different axes.
-    let shapes: [(&[usize], &[usize], &[usize], &[usize]); 3] = [
+    type Shapes = (
+        &'static [usize],
+        &'static [usize],
+        &'static [usize],
+        &'static [usize],
+    );
+    let shapes: [Shapes; 3] = [
         (&[300, 257], &[1, 257], &[300, 1], &[300, 257]),
         (&[4, 50, 33], &[50, 1], &[33], &[4, 50, 33]),
         (&[6, 1, 40], &[6, 1, 1], &[1, 40], &[6, 1, 40]),
