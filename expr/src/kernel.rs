@@ -33,20 +33,41 @@ pub const PROGRAM_BYTES: u32 = core::mem::size_of::<Program>() as u32;
 pub const MODULE: &str = "strided-apply-expr";
 
 /// The variants, as indices of [`NAMES`]: contiguous operands (every offset is the linear
-/// index), one to three collapsed dimensions, and up to [`MAX_DIMS`](gpu_kernels::MAX_DIMS)
-/// dimensions. All index in 32 bits; the host launches larger plans as 32-bit pieces.
+/// index) for the general interpreter, and vectorised for the fast paths (below); one to
+/// three collapsed dimensions; up to six; and up to [`MAX_DIMS`](gpu_kernels::MAX_DIMS).
+/// All index in 32 bits; the host launches larger plans as 32-bit pieces.
+///
+/// The fast paths' kernels of the first row (`expr_v*`) are **vectorised**: one or two
+/// collapsed dimensions (`Geometry<u32, 2, OPERANDS>`, `ndim` 1 or 2), each thread taking
+/// [`VECTOR_LANES`] consecutive elements along dimension 0 per dispatch, read and written
+/// as one vector per operand. Their contract, beyond the module's: two dimensions (`ndim`
+/// is not read; a one-dimensional plan has `sizes[1] == 1`); the output's dimension-0
+/// stride is 1; each input's is 0 (one element for all lanes) or 1; with `sizes[1] > 1`,
+/// `sizes[0]` is a multiple of the lanes; every operand of stride 1 starts a vector at an
+/// address aligned to `lanes × element size` (its base is, and with `sizes[1] > 1` its
+/// dimension-1 stride is a multiple of the lanes). With `sizes[1] == 1` the last vector may
+/// be partial (read and written element by element).
 pub const CONTIG: usize = 0;
 pub const D1: usize = 1;
 pub const D2: usize = 2;
 pub const D3: usize = 3;
-pub const DN: usize = 4;
+/// Up to [`D6_DIMS`] dimensions (`ndim` read at run time, every dimension unrolled).
+pub const D6: usize = 4;
+/// Any rank up to [`MAX_DIMS`](gpu_kernels::MAX_DIMS): the general interpreter only (a plan
+/// of more than [`D6_DIMS`] collapsed dimensions is rare; its loops over the dimensions
+/// stay rolled, and a fast program runs on the general interpreter, which runs every
+/// program).
+pub const DN: usize = 5;
+
+/// The dimensions of the [`D6`] variant.
+pub const D6_DIMS: usize = 6;
 
 /// Kernel names by variant and interpreter: the general one (every program), and the fast
 /// paths of programs of one numeric math type ([`Program::fast`]), in the order of
 /// [`FAST_PATHS`].
-pub const NAMES: [[&str; 7]; 5] = [
+pub const NAMES: [[&str; 7]; 6] = [
     [
-        "expr_c", "expr_cf", "expr_cd", "expr_ci", "expr_cl", "expr_cu", "expr_cb",
+        "expr_c", "expr_vf", "expr_vd", "expr_vi", "expr_vl", "expr_vu", "expr_vb",
     ],
     [
         "expr_d1", "expr_d1f", "expr_d1d", "expr_d1i", "expr_d1l", "expr_d1u", "expr_d1b",
@@ -58,8 +79,9 @@ pub const NAMES: [[&str; 7]; 5] = [
         "expr_d3", "expr_d3f", "expr_d3d", "expr_d3i", "expr_d3l", "expr_d3u", "expr_d3b",
     ],
     [
-        "expr_dn", "expr_dnf", "expr_dnd", "expr_dni", "expr_dnl", "expr_dnu", "expr_dnb",
+        "expr_d6", "expr_d6f", "expr_d6d", "expr_d6i", "expr_d6l", "expr_d6u", "expr_d6b",
     ],
+    ["expr_dn"; 7],
 ];
 
 /// The math types with a fast path, in the order of their kernels in [`NAMES`] (after the
@@ -73,13 +95,25 @@ pub const FAST_PATHS: [Class; 6] = [
     Class::U8,
 ];
 
+/// Elements per thread and dispatch of the vectorised kernels, by fast path (the order of
+/// [`FAST_PATHS`]): one 16-byte vector of 4-byte elements (two of 8-byte ones); 8 lanes
+/// for `u8` math, whose elements are mostly single bytes.
+pub const VECTOR_LANES: [usize; 6] = [4, 2, 4, 2, 4, 8];
+
+/// Index of `p`'s fast path in [`FAST_PATHS`], if it has one.
+fn fast_path(p: &Program) -> Option<usize> {
+    FAST_PATHS.iter().position(|&c| c as u8 == p.fast)
+}
+
 /// The kernel of `variant` that runs program `p`.
 pub fn name(variant: usize, p: &Program) -> &'static str {
-    let path = FAST_PATHS
-        .iter()
-        .position(|&c| c as u8 == p.fast)
-        .map_or(0, |i| i + 1);
-    NAMES[variant % NAMES.len()][path]
+    NAMES[variant % NAMES.len()][fast_path(p).map_or(0, |i| i + 1)]
+}
+
+/// The lanes of `p`'s vectorised kernel; `None` for a program off the fast paths (it has
+/// no vectorised kernel: [`CONTIG`] is its contiguous one).
+pub fn vector_lanes(p: &Program) -> Option<usize> {
+    fast_path(p).map(|i| VECTOR_LANES[i])
 }
 
 /// Device addresses of the operands, the output first; unused entries are 0 and never read.
@@ -208,28 +242,53 @@ mod device {
         }
     }
 
+    /// `$body` for each `$d` below `D` and `$ndim`: unrolled by hand (a constant `$d`) for
+    /// up to [`UNROLLED`] dimensions, so the geometry is read at constant parameter offsets
+    /// whatever `ndim` is (a loop that the compiler leaves rolled indexes the parameter at
+    /// run time, which copies it whole into a stack frame); a loop for the general kernel of
+    /// every rank ([`DN`](super::DN)).
+    macro_rules! each_dim {
+        ($ndim:expr, |$d:ident| $body:block) => {
+            if D <= UNROLLED {
+                each_dim!(@ $ndim, $d, $body, 0 1 2 3 4 5)
+            } else {
+                let mut dd = 0;
+                while dd < D && dd < $ndim {
+                    #[allow(non_snake_case)]
+                    let $d: usize = dd;
+                    $body
+                    dd += 1;
+                }
+            }
+        };
+        (@ $ndim:expr, $d:ident, $body:block, $($n:literal)*) => {{
+            $( if $n < D && $n < $ndim { const $d: usize = $n; $body } )*
+        }};
+    }
+    const UNROLLED: usize = super::D6_DIMS;
+    const _: () = assert!(UNROLLED == 6);
+
     /// The multi-index of linear index `i` over the collapsed sizes (`ndim` in use).
     #[inline(always)]
+    #[allow(unused_assignments)] // the outermost dimension's quotient
     fn coords_of<const D: usize>(
         g: &Geometry<u32, D, OPERANDS>,
         mut i: u32,
         ndim: usize,
     ) -> [u32; D] {
         let mut c = [0u32; D];
-        let mut d = 0;
-        while d < D && d < ndim {
-            c[d] = if d + 1 == ndim {
+        each_dim!(ndim, |DD| {
+            c[DD] = if DD + 1 == ndim {
                 i
             } else {
-                let size = g.sizes[d];
+                let size = g.sizes[DD];
                 // SAFETY: the planner's invariant: every size in use is at least 1.
                 unsafe { core::hint::assert_unchecked(size != 0) };
                 let (q, r) = i.divmod(size);
                 i = q;
                 r
             };
-            d += 1;
-        }
+        });
         c
     }
 
@@ -243,11 +302,9 @@ mod device {
         k: usize,
     ) -> isize {
         let mut off = 0u32;
-        let mut d = 0;
-        while d < D && d < ndim {
-            off = off.wrapping_add(c[d].wrapping_mul(g.strides[k][d]));
-            d += 1;
-        }
+        each_dim!(ndim, |DD| {
+            off = off.wrapping_add(c[DD].wrapping_mul(g.strides[k][DD]));
+        });
         off.signed()
     }
 
@@ -310,6 +367,231 @@ mod device {
             // SAFETY: the output's offsets for the live lanes (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out.size(), &bits) };
             i += K as u64 * step as u64;
+        }
+    }
+
+    /// Sixteen bytes, for 16-byte vector loads and stores.
+    #[repr(C, align(16))]
+    #[derive(Clone, Copy)]
+    struct V4([u32; 4]);
+
+    /// The `B` bytes at `p` (a power of two, at most 64, `p` aligned to `min(B, 16)`), as
+    /// little-endian words; the words past them are 0.
+    #[inline(always)]
+    unsafe fn load_words<const B: usize>(p: *const u8) -> [u32; 16] {
+        let mut w = [0u32; 16];
+        // SAFETY (every arm): the caller's `B` readable, aligned bytes.
+        unsafe {
+            match B {
+                1 => w[0] = *p as u32,
+                2 => w[0] = *(p as *const u16) as u32,
+                4 => w[0] = *(p as *const u32),
+                8 => {
+                    let v = *(p as *const u64);
+                    w[0] = v as u32;
+                    w[1] = (v >> 32) as u32;
+                }
+                _ => {
+                    let q = p as *const V4;
+                    let mut c = 0;
+                    while c < B / 16 {
+                        let v = *q.add(c);
+                        w[4 * c..4 * c + 4].copy_from_slice(&v.0);
+                        c += 1;
+                    }
+                }
+            }
+        }
+        w
+    }
+
+    /// Stores the first `B` bytes of `w` at `p` (as [`load_words`]).
+    #[inline(always)]
+    unsafe fn store_words<const B: usize>(p: *mut u8, w: &[u32; 16]) {
+        // SAFETY (every arm): the caller's `B` writable, aligned bytes.
+        unsafe {
+            match B {
+                1 => *p = w[0] as u8,
+                2 => *(p as *mut u16) = w[0] as u16,
+                4 => *(p as *mut u32) = w[0],
+                8 => *(p as *mut u64) = w[0] as u64 | (w[1] as u64) << 32,
+                _ => {
+                    let q = p as *mut V4;
+                    let mut c = 0;
+                    while c < B / 16 {
+                        *q.add(c) = V4([w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]]);
+                        c += 1;
+                    }
+                }
+            }
+        }
+    }
+
+    /// `K` consecutive `S`-byte elements at `base + off * S` (aligned to `K * S`), one
+    /// vector load, zero-extended.
+    #[inline(always)]
+    unsafe fn load_vec<R: Raw, const K: usize, const S: usize>(base: u64, off: isize) -> [R; K] {
+        let p = (base as *const u8).wrapping_offset(off * S as isize);
+        // SAFETY: the caller's aligned vector in the operand's buffer.
+        let w = unsafe {
+            match K * S {
+                1 => load_words::<1>(p),
+                2 => load_words::<2>(p),
+                4 => load_words::<4>(p),
+                8 => load_words::<8>(p),
+                16 => load_words::<16>(p),
+                32 => load_words::<32>(p),
+                _ => load_words::<64>(p),
+            }
+        };
+        core::array::from_fn(|j| {
+            let at = j * S;
+            let word = w[at / 4] as u64;
+            R::from_u64(match S {
+                1 => (word >> (8 * (at % 4))) & 0xff,
+                2 => (word >> (8 * (at % 4))) & 0xffff,
+                4 => word,
+                _ => word | (w[at / 4 + 1] as u64) << 32,
+            })
+        })
+    }
+
+    /// Stores the low `S` bytes of each of `bits` as `K` consecutive elements at `base +
+    /// off * S` (aligned to `K * S`), one vector store.
+    #[inline(always)]
+    unsafe fn store_vec<const K: usize, const S: usize>(base: u64, off: isize, bits: &[u64; K]) {
+        let mut w = [0u32; 16];
+        let mut j = 0;
+        while j < K {
+            let at = j * S;
+            match S {
+                1 => w[at / 4] |= ((bits[j] & 0xff) as u32) << (8 * (at % 4)),
+                2 => w[at / 4] |= ((bits[j] & 0xffff) as u32) << (8 * (at % 4)),
+                4 => w[at / 4] = bits[j] as u32,
+                _ => {
+                    w[at / 4] = bits[j] as u32;
+                    w[at / 4 + 1] = (bits[j] >> 32) as u32;
+                }
+            }
+            j += 1;
+        }
+        let p = (base as *mut u8).wrapping_offset(off * S as isize);
+        // SAFETY: the caller's aligned vector in the output's buffer.
+        unsafe {
+            match K * S {
+                1 => store_words::<1>(p, &w),
+                2 => store_words::<2>(p, &w),
+                4 => store_words::<4>(p, &w),
+                8 => store_words::<8>(p, &w),
+                16 => store_words::<16>(p, &w),
+                32 => store_words::<32>(p, &w),
+                _ => store_words::<64>(p, &w),
+            }
+        }
+    }
+
+    /// One input's `K` lanes from element offset `off`: a vector (`unit`, `full`), one
+    /// element for every lane (not `unit`: stride 0), or the live lanes one by one (the
+    /// partial last vector).
+    #[inline(always)]
+    unsafe fn load_input<R: Raw, const K: usize>(
+        base: u64,
+        off: isize,
+        size: usize,
+        unit: bool,
+        full: bool,
+        live: &[bool; K],
+    ) -> [R; K] {
+        macro_rules! by_size {
+            ($s:literal) => {
+                if !unit {
+                    // SAFETY (all three): the vectorised contract; `off` is in the buffer.
+                    let x = R::from_u64(unsafe { load_bits(base, off, $s) });
+                    [x; K]
+                } else if full {
+                    unsafe { load_vec::<R, K, $s>(base, off) }
+                } else {
+                    let offs: [isize; K] = core::array::from_fn(|j| off + j as isize);
+                    unsafe { load_lanes(base, &offs, live, $s) }
+                }
+            };
+        }
+        match size {
+            1 => by_size!(1),
+            2 => by_size!(2),
+            4 => by_size!(4),
+            _ => by_size!(8),
+        }
+    }
+
+    /// The vectorised kernels' loop (the contract at [`CONTIG`](super::CONTIG)): `K` lanes
+    /// `i .. i + K` along dimension 0 per dispatch, one multi-index per vector.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn vector<T: Eval, R: Raw, const K: usize>(
+        p: &Program,
+        base: u32,
+        n: u32,
+        g: &Geometry<u32, 2, OPERANDS>,
+        ptrs: &Pointers,
+        first: u32,
+        step: u32,
+    ) {
+        let len = p.len as usize;
+        let n_in = p.n_inputs as usize;
+        let out = elem_of(p.out);
+        let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
+        // Two dimensions always (a one-dimensional plan has `sizes[1] == 1`), so the
+        // geometry is read at constant offsets.
+        let ndim = 2;
+        let flat = g.sizes[1] == 1;
+        let vectors = n.div_ceil(K as u32);
+        let mut v = first;
+        while v < vectors {
+            let i = v * K as u32;
+            let full = n - i >= K as u32;
+            let live: [bool; K] = core::array::from_fn(|j| (j as u32) < n - i);
+            // No division for one dimension.
+            let c = if flat { [i, 0] } else { coords_of(g, i, ndim) };
+            let mut raw = [[R::default(); K]; FAST_SLOTS];
+            each_fast_input!(|KK| {
+                if KK < n_in {
+                    let off = offset_at(g, &c, ndim, KK + 1);
+                    let unit = g.strides[KK + 1][0] == 1;
+                    // SAFETY: the vectorised contract for input KK.
+                    raw[KK] = unsafe {
+                        load_input(ptrs.0[KK + 1], off, ins[KK].size(), unit, full, &live)
+                    };
+                }
+            });
+            let mut x = [[T::dec(0); K]; FAST_SLOTS];
+            each_fast_input!(|KK| {
+                if KK < n_in {
+                    x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
+                }
+            });
+            let r = run_fast::<T, K>(len, |pc| fetch(base, pc), |c| konst(base, c), &x);
+            let bits = narrow_lanes::<T, K>(&r, out);
+            let off = offset_at(g, &c, ndim, 0);
+            macro_rules! store {
+                ($s:literal) => {
+                    if full {
+                        // SAFETY: the output's aligned vector (the vectorised contract).
+                        unsafe { store_vec::<K, $s>(ptrs.0[0], off, &bits) }
+                    } else {
+                        let offs: [isize; K] = core::array::from_fn(|j| off + j as isize);
+                        // SAFETY: the live lanes' offsets are the output's.
+                        unsafe { store_lanes(ptrs.0[0], &offs, &live, $s, &bits) }
+                    }
+                };
+            }
+            match out.size() {
+                1 => store!(1),
+                2 => store!(2),
+                4 => store!(4),
+                _ => store!(8),
+            }
+            v = v.wadd(step);
         }
     }
 
@@ -468,10 +750,18 @@ mod device {
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
         let mut i = first;
         while i < n {
-            let off = if ndim == 0 {
+            let off: [isize; OPERANDS] = if ndim == 0 {
                 [i as isize; OPERANDS]
             } else {
-                g.offsets(i, ndim)
+                let c = coords_of(g, i, ndim);
+                let mut off = [0isize; OPERANDS];
+                each_input!(|K| {
+                    if K < n_in {
+                        off[K + 1] = offset_at(g, &c, ndim, K + 1);
+                    }
+                });
+                off[0] = offset_at(g, &c, ndim, 0);
+                off
             };
             // Every load first, then every conversion: a conversion between two loads
             // would wait for the first load before the second is issued.
@@ -507,6 +797,38 @@ mod device {
         U8,
     }
 
+    /// The vectorised kernels' body: the fast path `path`'s interpreter over
+    /// [`VECTOR_LANES`](super::VECTOR_LANES) lanes.
+    #[inline(always)]
+    unsafe fn vectorised(
+        path: Path,
+        p: &Program,
+        n: u32,
+        g: &Geometry<u32, 2, OPERANDS>,
+        ptrs: &Pointers,
+    ) {
+        // SAFETY: the module contract's shared memory; called once by every thread.
+        let base = unsafe { stage(p) };
+        let (first, step) = thread_range::<u32>();
+        macro_rules! go {
+            ($t:ty, $r:ty, $i:literal, $class:ident) => {{
+                const K: usize = super::VECTOR_LANES[$i];
+                const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
+                // SAFETY: forwarded; the host launches it only for a program of this path.
+                unsafe { vector::<$t, $r, K>(p, base, n, g, ptrs, first, step) }
+            }};
+        }
+        match path {
+            Path::F32 => go!(f32, u32, 0, F32),
+            Path::F64 => go!(f64, u64, 1, F64),
+            Path::I32 => go!(i32, u32, 2, I32),
+            Path::I64 => go!(i64, u64, 3, I64),
+            Path::U32 => go!(u32, u32, 4, U32),
+            Path::U8 => go!(u8, u32, 5, U8),
+            Path::General => {}
+        }
+    }
+
     macro_rules! entry {
         ($($name:literal $d:tt $ndim:tt;)*) => {$(
             entry!(@one $name, "", General, $d, $ndim);
@@ -537,11 +859,62 @@ mod device {
         (@ndim $g:ident run) => { $g.ndim as usize };
     }
 
+    /// The vectorised kernels, `expr_v` and the fast path's suffix.
+    macro_rules! vectorised {
+        ($($suffix:literal $path:ident;)*) => {$(
+            const _: () = {
+                #[export_name = concat!("expr_v", $suffix)]
+                #[allow(improper_ctypes_definitions)]
+                unsafe extern "ptx-kernel" fn entry(
+                    p: Program,
+                    n: u32,
+                    g: Geometry<u32, 2, OPERANDS>,
+                    ptrs: Pointers,
+                ) {
+                    // SAFETY: the module contract and the vectorised one.
+                    unsafe { vectorised(Path::$path, &p, n, &g, &ptrs) }
+                }
+            };
+        )*};
+    }
+
+    #[export_name = "expr_c"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn contiguous(
+        p: Program,
+        n: u32,
+        g: Geometry<u32, 1, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        // SAFETY: the module contract; every offset is the linear index.
+        unsafe { body::<1>(Path::General, &p, n, &g, &ptrs, 0) }
+    }
+
+    vectorised! {
+        "f" F32;
+        "d" F64;
+        "i" I32;
+        "l" I64;
+        "u" U32;
+        "b" U8;
+    }
+
     entry! {
-        "expr_c" 1 (fixed 0);
         "expr_d1" 1 (fixed 1);
         "expr_d2" 2 (fixed 2);
         "expr_d3" 3 (fixed 3);
-        "expr_dn" { MAX_DIMS } run;
+        "expr_d6" { super::D6_DIMS } run;
+    }
+
+    #[export_name = "expr_dn"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn any_rank(
+        p: Program,
+        n: u32,
+        g: Geometry<u32, MAX_DIMS, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        // SAFETY: the module contract.
+        unsafe { body::<MAX_DIMS>(Path::General, &p, n, &g, &ptrs, g.ndim as usize) }
     }
 }

@@ -222,73 +222,143 @@ pub(crate) unsafe fn run_program<const N: usize>(
     data: [*mut u8; N],
     elems: [gpu_kernels::elem::ElemType; N],
 ) -> Result<()> {
-    use strided_apply_expr::{eval, value, Class, MAX_INPUTS};
     let sizes: [usize; N] = std::array::from_fn(|k| elems[k].size());
-    let result = Class::from_code(p.result).unwrap_or(Class::F32);
     // SAFETY: forwarded contract; each run's pointers and steps reach only elements the
     // layouts reach.
     unsafe {
         run_layouts(names, layouts, data, sizes, |ptrs, steps, len| {
-            let mut i = 0;
-            // The fast path of one numeric math type, as the GPU kernels run it.
-            macro_rules! fast {
-                ($t:ty) => {{
-                    while i < len {
-                        let lanes = (len - i).min(PROGRAM_LANES);
-                        let mut inputs = [[<$t as value::Math>::dec(0); PROGRAM_LANES];
-                            strided_apply_expr::eval::FAST_SLOTS];
-                        for k in 1..N.min(inputs.len() + 1) {
-                            for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
-                                let at =
-                                    ptrs[k].offset((i + j) as isize * steps[k] * sizes[k] as isize);
-                                *lane = <$t as value::Math>::dec(value::widen(
-                                    elems[k],
-                                    read_bits(at, sizes[k]),
-                                ));
-                            }
-                        }
-                        let r = strided_apply_expr::eval::run_fast::<$t, PROGRAM_LANES>(
-                            p.len as usize,
-                            |pc| p.instrs[pc % p.instrs.len()],
-                            |c| p.consts[c % p.consts.len()],
-                            &inputs,
-                        );
-                        for (j, v) in r[..lanes].iter().enumerate() {
-                            let at =
-                                ptrs[0].offset((i + j) as isize * steps[0] * sizes[0] as isize);
-                            let bits = value::narrow(result, value::Math::enc(*v), elems[0]);
-                            write_bits(at, sizes[0], bits);
-                        }
-                        i += lanes;
-                    }
-                    return;
-                }};
-            }
-            match Class::from_code(p.fast) {
-                Some(Class::F32) => fast!(f32),
-                Some(Class::F64) => fast!(f64),
-                Some(Class::I32) => fast!(i32),
-                Some(Class::I64) => fast!(i64),
-                Some(Class::U32) => fast!(u32),
-                Some(Class::U8) => fast!(u8),
-                _ => {}
-            }
-            while i < len {
-                let lanes = (len - i).min(PROGRAM_LANES);
-                let mut inputs = [[0u64; PROGRAM_LANES]; MAX_INPUTS];
-                for k in 1..N {
-                    for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
-                        let at = ptrs[k].offset((i + j) as isize * steps[k] * sizes[k] as isize);
-                        *lane = value::widen(elems[k], read_bits(at, sizes[k]));
-                    }
-                }
-                let r = eval::<PROGRAM_LANES>(p, &inputs);
-                for (j, &v) in r[..lanes].iter().enumerate() {
-                    let at = ptrs[0].offset((i + j) as isize * steps[0] * sizes[0] as isize);
-                    write_bits(at, sizes[0], value::narrow(result, v, elems[0]));
-                }
-                i += lanes;
-            }
+            program_run(p, &ptrs, &steps, &elems, len)
         })
+    }
+}
+
+/// One run of [`run_program`]: `len` elements of operand `k` at `ptrs[k] + i * steps[k]`
+/// elements, of type `elems[k]`.
+struct Run<'a> {
+    ptrs: &'a [*mut u8],
+    steps: &'a [isize],
+    elems: &'a [gpu_kernels::elem::ElemType],
+    len: usize,
+}
+
+impl Run<'_> {
+    /// Element `i` of operand `k`.
+    ///
+    /// # Safety
+    /// `i < len`, `k < elems.len()`, under [`run_program`]'s contract.
+    #[inline(always)]
+    unsafe fn at(&self, k: usize, i: usize) -> *mut u8 {
+        // SAFETY: the caller's element of this run.
+        unsafe { self.ptrs[k].offset(i as isize * self.steps[k] * self.elems[k].size() as isize) }
+    }
+}
+
+/// Interprets `p` over one run. Not generic over the operand count, so each interpreter is
+/// compiled once.
+///
+/// # Safety
+/// [`run_program`]'s contract, for this run's elements.
+#[inline(never)]
+unsafe fn program_run(
+    p: &strided_apply_expr::Program,
+    ptrs: &[*mut u8],
+    steps: &[isize],
+    elems: &[gpu_kernels::elem::ElemType],
+    len: usize,
+) {
+    use strided_apply_expr::Class;
+    let run = Run {
+        ptrs,
+        steps,
+        elems,
+        len,
+    };
+    // SAFETY (each arm): forwarded.
+    unsafe {
+        match Class::from_code(p.fast) {
+            Some(Class::F32) => fast_run::<f32>(p, &run),
+            Some(Class::F64) => fast_run::<f64>(p, &run),
+            Some(Class::I32) => fast_run::<i32>(p, &run),
+            Some(Class::I64) => fast_run::<i64>(p, &run),
+            Some(Class::U32) => fast_run::<u32>(p, &run),
+            Some(Class::U8) => fast_run::<u8>(p, &run),
+            _ => general_run(p, &run),
+        }
+    }
+}
+
+/// The general interpreter over one run, [`PROGRAM_LANES`] lanes at a time.
+///
+/// # Safety
+/// [`run_program`]'s contract, for the run's elements.
+#[inline(never)]
+unsafe fn general_run(p: &strided_apply_expr::Program, run: &Run<'_>) {
+    let Run { elems, len, .. } = *run;
+    use strided_apply_expr::{eval, value, Class, MAX_INPUTS};
+    let result = Class::from_code(p.result).unwrap_or(Class::F32);
+    let mut i = 0;
+    while i < len {
+        let lanes = (len - i).min(PROGRAM_LANES);
+        let mut inputs = [[0u64; PROGRAM_LANES]; MAX_INPUTS];
+        for k in 1..elems.len() {
+            for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
+                // SAFETY: the caller's elements.
+                *lane = value::widen(elems[k], unsafe {
+                    read_bits(run.at(k, i + j), elems[k].size())
+                });
+            }
+        }
+        let r = eval::<PROGRAM_LANES>(p, &inputs);
+        for (j, &v) in r[..lanes].iter().enumerate() {
+            // SAFETY: the caller's output elements.
+            unsafe {
+                write_bits(
+                    run.at(0, i + j),
+                    elems[0].size(),
+                    value::narrow(result, v, elems[0]),
+                )
+            };
+        }
+        i += lanes;
+    }
+}
+
+/// The fast path of one numeric math type `T` over one run, as the GPU kernels run it.
+///
+/// # Safety
+/// As [`general_run`]; `p` is a fast program of `T`'s class.
+#[inline(never)]
+unsafe fn fast_run<T: strided_apply_expr::eval::Eval>(
+    p: &strided_apply_expr::Program,
+    run: &Run<'_>,
+) {
+    let Run { elems, len, .. } = *run;
+    use strided_apply_expr::eval::{run_fast, FAST_SLOTS};
+    use strided_apply_expr::value;
+    use strided_apply_expr::Class;
+    let result = Class::from_code(p.result).unwrap_or(Class::F32);
+    let mut i = 0;
+    while i < len {
+        let lanes = (len - i).min(PROGRAM_LANES);
+        let mut inputs = [[T::dec(0); PROGRAM_LANES]; FAST_SLOTS];
+        for k in 1..elems.len().min(FAST_SLOTS + 1) {
+            for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
+                // SAFETY: the caller's elements.
+                let bits = unsafe { read_bits(run.at(k, i + j), elems[k].size()) };
+                *lane = T::dec(value::widen(elems[k], bits));
+            }
+        }
+        let r = run_fast::<T, PROGRAM_LANES>(
+            p.len as usize,
+            |pc| p.instrs[pc % p.instrs.len()],
+            |c| p.consts[c % p.consts.len()],
+            &inputs,
+        );
+        for (j, v) in r[..lanes].iter().enumerate() {
+            let bits = value::narrow(result, v.enc(), elems[0]);
+            // SAFETY: the caller's output elements.
+            unsafe { write_bits(run.at(0, i + j), elems[0].size(), bits) };
+        }
+        i += lanes;
     }
 }

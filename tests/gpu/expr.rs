@@ -519,3 +519,134 @@ pub fn hoisting_keeps_the_bits(gpu: &Gpu) -> TestResult {
         "{checked} (expression, type, layout) cases: hoisted = unhoisted, bit for bit"
     ))
 }
+
+/// The vectorised kernels (fast paths, one or two dimensions) against the CPU twin, bit
+/// for bit: every fast math type, inputs of mixed sizes, dense, row, column and scalar
+/// broadcasts, rows of a whole number of vectors and not, lengths with a partial last
+/// vector, and bases off the vector alignment (the launcher falls back to the element-wise
+/// kernels: same bits); ranks 5 and 8 (the six-dimension and any-rank kernels). Exact ops
+/// only: transcendentals are the library kernels' bits, not the twin's
+/// (`transcendentals_match_library_kernels` runs them on every kernel).
+pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
+    let mut r = Rng(0xe4b7_0005);
+    let cases: [(&str, [ElemType; 3]); 8] = [
+        ("a * b + c", [F32, F32, F32]),
+        ("a * b + c", [F32, BF16, F16]),
+        ("a * a - b / c", [F32, F32, F32]),
+        ("a * b - c", [F64, F64, F64]),
+        ("a % b + c", [I32, I32, I32]),
+        ("a / b - c", [I64, I64, I64]),
+        ("a * b + c", [U32, U32, U32]),
+        ("a + b * c", [U8, U8, U8]),
+    ];
+    // (out shape, input shapes): dense, a row, a column, one element.
+    let mut layouts: Vec<(Vec<usize>, [Vec<usize>; 3])> = Vec::new();
+    for cols in [64usize, 60, 62] {
+        let (o, row, col) = (vec![37, cols], vec![cols], vec![37, 1]);
+        layouts.push((o.clone(), [o.clone(), row.clone(), col.clone()]));
+        layouts.push((o.clone(), [col, vec![1], o.clone()]));
+        layouts.push((o.clone(), [row, o.clone(), o.clone()]));
+    }
+    for n in [1usize, 7, 4101, 300_001] {
+        layouts.push((vec![n], [vec![n], vec![n], vec![n]]));
+        layouts.push((vec![n], [vec![n], vec![1], vec![n]]));
+    }
+    // Ranks past the vectorised kernels: input `a` with its axes reversed over an output of
+    // 5 and of 8 dimensions (no two collapse): the six-dimension and any-rank kernels.
+    layouts.push((vec![3, 2, 5, 2, 3], [vec![3, 2, 5, 2, 3], vec![3], vec![1]]));
+    layouts.push((
+        vec![2, 3, 2, 3, 2, 3, 2, 3],
+        [vec![2, 3, 2, 3, 2, 3, 2, 3], vec![2, 3], vec![1]],
+    ));
+    let mut checked = 0;
+    for (text, types) in cases {
+        let e = Expr::parse(text).map_err(|e| e.to_string())?;
+        let args = [
+            ("a", Arg::Tensor(types[0])),
+            ("b", Arg::Tensor(types[1])),
+            ("c", Arg::Tensor(types[2])),
+        ];
+        let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
+        let ot = c.out();
+        let order = c.inputs();
+        for (out_shape, in_shapes) in &layouts {
+            // Aligned (offset 0) and not (offset 1 element), for the inputs and the output.
+            for shift in [0usize, 1, 2] {
+                let view = |shape: &[usize], offset: usize, reversed: bool| {
+                    let mut strides: Vec<isize> =
+                        strided_apply::layout::contiguous_strides(shape).ok_or("shape overflow")?;
+                    if reversed {
+                        // The same elements, axes in the opposite order of strides.
+                        let mut rev: Vec<usize> = shape.to_vec();
+                        rev.reverse();
+                        strides = strided_apply::layout::contiguous_strides(&rev)
+                            .ok_or("shape overflow")?;
+                        strides.reverse();
+                    }
+                    Layout::new(shape, &strides, offset).map_err(|e| e.to_string())
+                };
+                let high = out_shape.len() > 2;
+                let ol = view(out_shape, usize::from(shift == 2), false)?;
+                let ils: Vec<Layout> = (0..3)
+                    .map(|k| {
+                        view(
+                            &in_shapes[k],
+                            usize::from(shift == 1 && k == 1),
+                            high && k == 0,
+                        )
+                    })
+                    .collect::<Result<_, _>>()?;
+                let slot = |name: &str| match name {
+                    "a" => 0,
+                    "b" => 1,
+                    _ => 2,
+                };
+                let host_in: Vec<Vec<u64>> = order
+                    .iter()
+                    .map(|nm| {
+                        let k = slot(nm);
+                        random_words(&mut r, types[k], ils[k].offset() + ils[k].numel())
+                    })
+                    .collect();
+                let n_out = ol.offset() + ol.numel();
+                let poison = vec![0xC3C3_C3C3_C3C3_C3C3u64; (n_out * ot.size()).div_ceil(8)];
+                let mut host_out = poison.clone();
+                let ins: Vec<RawTensor<'_>> = order
+                    .iter()
+                    .zip(&host_in)
+                    .map(|(nm, w)| raw(w.as_ptr() as u64, types[slot(nm)], &ils[slot(nm)]))
+                    .collect();
+                // SAFETY: every view lies in its own buffer of `offset + numel` elements.
+                unsafe {
+                    c.run_cpu_raw(raw(host_out.as_mut_ptr() as u64, ot, &ol), &ins, &[])
+                        .map_err(|e| format!("{text}: CPU twin: {e}"))?;
+                }
+                let dev_in: Vec<DeviceTensor<i64>> = host_in
+                    .iter()
+                    .map(|w| upload(gpu, w))
+                    .collect::<Result<_, _>>()?;
+                let dev_out = upload(gpu, &poison)?;
+                let ins: Vec<RawTensor<'_>> = order
+                    .iter()
+                    .zip(&dev_in)
+                    .map(|(nm, d)| raw(d.buffer().addr(), types[slot(nm)], &ils[slot(nm)]))
+                    .collect();
+                // SAFETY: as above, in device buffers of this gpu holding the same words.
+                unsafe {
+                    c.launch(gpu, None, raw(dev_out.buffer().addr(), ot, &ol), &ins, &[])
+                        .map_err(|e| format!("{text}: GPU: {e}"))?;
+                }
+                let got = download(gpu, &dev_out)?;
+                if let Some(d) = first_difference(ot, n_out, &got, &host_out) {
+                    return Err(format!(
+                        "`{text}` {types:?} out {out_shape:?} inputs {in_shapes:?} shift {shift}: {d}"
+                    ));
+                }
+                checked += 1;
+            }
+        }
+    }
+    Ok(format!(
+        "{checked} (program, layout, alignment) cases bit-identical to the CPU twin"
+    ))
+}

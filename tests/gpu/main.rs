@@ -30,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 30] = [
+    let tests: [GpuTest; 31] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -95,6 +95,10 @@ fn main() {
         (
             "gpu_expr_hoisting_keeps_the_bits",
             expr::hoisting_keeps_the_bits,
+        ),
+        (
+            "gpu_expr_vectorised_kernels_match_cpu_twin",
+            expr::vectorised_kernels_match_cpu_twin,
         ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),

@@ -388,7 +388,10 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     if plan.numel == 0 {
         return Ok(());
     }
-    if plan.variant == Variant::Contig && plan.numel <= i32::MAX as u64 {
+    // The general interpreter's contiguous kernel; the fast paths' vectorised kernel takes
+    // contiguous plans as one dimension (`scalar`).
+    let general = kernel::vector_lanes(p).is_none();
+    if general && plan.variant == Variant::Contig && plan.numel <= i32::MAX as u64 {
         let g = Geometry::<u32, 1, OPERANDS>::empty();
         // SAFETY: forwarded; every operand's offset is the linear index.
         return unsafe { one(gpu, stream, p, kernel::CONTIG, plan.numel, &g, ptrs) };
@@ -402,7 +405,7 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     };
     if plan.variant != Variant::Dn64 {
         // SAFETY: forwarded.
-        return unsafe { scalar(gpu, stream, p, plan, ptrs) };
+        return unsafe { scalar(gpu, stream, p, plan, ptrs, sizes) };
     }
     // 32-bit launches over pieces (each a subset of the plan's indices, so the bounds and
     // aliasing proofs cover it; `split32` gives no `Dn64` piece).
@@ -412,27 +415,74 @@ pub(crate) unsafe fn launch_program<const N: usize>(
             q[k] = ptrs[k].wrapping_add_signed(off[k] * sizes[k] as i64);
         }
         // SAFETY: as above, for the piece's part of every operand.
-        unsafe { scalar(gpu, stream, p, &piece, q)? };
+        unsafe { scalar(gpu, stream, p, &piece, q, sizes)? };
     }
     Ok(())
 }
 
-/// A 32-bit plan on its collapsed variant's kernel.
+/// The plan's geometry with every operand slot the kernels have (unused ones zero).
+fn padded<const D: usize, const N: usize>(plan: &Plan<N>) -> Geometry<u32, D, OPERANDS> {
+    let g = plan.geometry::<u32, D>();
+    let mut out = Geometry::<u32, D, OPERANDS>::empty();
+    out.sizes = g.sizes;
+    out.ndim = g.ndim;
+    out.strides[..N].copy_from_slice(&g.strides);
+    out
+}
+
+/// The vectorised kernels' geometry for a 32-bit plan of one or two dimensions, if the plan
+/// and the addresses meet their contract (`kernel::CONTIG`'s documentation): `lanes`
+/// elements along dimension 0 per vector, the output and every input read as vectors (unit
+/// stride, aligned) or one element per vector (stride 0).
+pub(crate) fn vector_geometry<const N: usize>(
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    sizes: &[usize; N],
+    lanes: usize,
+) -> Option<Geometry<u32, 2, OPERANDS>> {
+    if !matches!(plan.variant, Variant::D1 | Variant::D2) || !(1..=2).contains(&plan.ndim) {
+        return None;
+    }
+    let rows = if plan.ndim == 2 { plan.sizes[1] } else { 1 };
+    if rows > 1 && !plan.sizes[0].is_multiple_of(lanes as u64) {
+        return None;
+    }
+    let fits = (0..N).all(|k| match plan.strides[k][0] {
+        0 => k > 0,
+        1 => {
+            ptrs[k].is_multiple_of((lanes * sizes[k]) as u64)
+                && (rows == 1 || plan.strides[k][1] % lanes as i64 == 0)
+        }
+        _ => false,
+    });
+    if !fits {
+        return None;
+    }
+    let mut g = padded::<2, N>(plan);
+    g.ndim = 2;
+    if plan.ndim == 1 {
+        g.sizes[1] = 1;
+        for s in &mut g.strides {
+            s[1] = 0;
+        }
+    }
+    Some(g)
+}
+
+/// A 32-bit plan on the vectorised kernel where its contract holds, else on its collapsed
+/// variant's kernel.
 unsafe fn scalar<const N: usize>(
     gpu: &Gpu,
     stream: CUstream,
     p: &Program,
     plan: &Plan<N>,
     ptrs: [u64; N],
+    sizes: [usize; N],
 ) -> Result<()> {
-    /// The plan's geometry with every operand slot the kernels have (unused ones zero).
-    fn padded<const D: usize, const N: usize>(plan: &Plan<N>) -> Geometry<u32, D, OPERANDS> {
-        let g = plan.geometry::<u32, D>();
-        let mut out = Geometry::<u32, D, OPERANDS>::empty();
-        out.sizes = g.sizes;
-        out.ndim = g.ndim;
-        out.strides[..N].copy_from_slice(&g.strides);
-        out
+    if let Some(g) = kernel::vector_lanes(p).and_then(|l| vector_geometry(plan, &ptrs, &sizes, l)) {
+        // SAFETY: forwarded; `vector_geometry` checked the vectorised contract, and the
+        // geometry is the plan's.
+        return unsafe { one(gpu, stream, p, kernel::CONTIG, plan.numel, &g, ptrs) };
     }
     // SAFETY (each arm): forwarded; the geometry is the plan's, which fits 32 bits.
     unsafe {
@@ -453,6 +503,15 @@ unsafe fn scalar<const N: usize>(
                 kernel::D3,
                 plan.numel,
                 &padded::<3, N>(plan),
+                ptrs,
+            ),
+            Variant::Dn | Variant::Dn64 if plan.ndim <= kernel::D6_DIMS => one(
+                gpu,
+                stream,
+                p,
+                kernel::D6,
+                plan.numel,
+                &padded::<{ kernel::D6_DIMS }, N>(plan),
                 ptrs,
             ),
             Variant::Dn | Variant::Dn64 => one(

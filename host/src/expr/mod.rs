@@ -35,7 +35,7 @@
 //! ([`Compiled::run_cpu`]), with the same interpreter code.
 
 mod ast;
-mod device;
+pub(crate) mod device;
 mod hoist;
 mod lower;
 mod parse;

@@ -2243,3 +2243,65 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
         "a is read by the part only"
     );
 }
+
+#[test]
+fn the_vectorised_kernel_takes_aligned_unit_and_broadcast_dimensions_only() {
+    use super::device::vector_geometry;
+    use crate::plan::plan;
+    let l =
+        |shape: &[usize], strides: &[isize], off: usize| Layout::new(shape, strides, off).unwrap();
+    let names = ["out", "a", "b"];
+    // (out, a, b) layouts, element sizes, base addresses, lanes -> vectorised?
+    let g = |ls: [&Layout; 3], sizes: [usize; 3], ptrs: [u64; 3], lanes: usize| {
+        let p = plan(ls, names).unwrap();
+        // As the launcher: a contiguous plan as one unit axis.
+        let p = if p.variant == gpu_kernels::Variant::Contig {
+            p.flat()
+        } else {
+            p
+        };
+        vector_geometry(&p, &ptrs, &sizes, lanes)
+    };
+    let dense = l(&[6, 8], &[8, 1], 0);
+    let row = l(&[6, 8], &[0, 1], 0);
+    let col = l(&[6, 8], &[1, 0], 0);
+    let aligned = [1024u64, 2048, 4096];
+    // Contiguous: one dimension, a partial last vector allowed (10 elements, 4 lanes).
+    let odd = l(&[10], &[1], 0);
+    let v = g([&odd, &odd, &odd], [4, 4, 4], aligned, 4).expect("contiguous");
+    assert_eq!(
+        (v.ndim, v.sizes, v.strides[0], v.strides[1]),
+        (2, [10, 1], [1, 0], [1, 0])
+    );
+    // A row broadcast (stride 0 along rows, unit inner) and a column broadcast (stride 0
+    // inner: one element per vector).
+    let v = g([&dense, &dense, &row], [4, 4, 2], aligned, 4).expect("row broadcast");
+    assert_eq!((v.sizes, v.strides[2]), ([8, 6], [1, 0]));
+    let v = g([&dense, &col, &dense], [4, 1, 4], aligned, 4).expect("column broadcast");
+    assert_eq!(v.strides[1], [0, 1]);
+    // Misaligned bases (a vector of 4 f32 needs 16 bytes): not vectorised.
+    assert!(g([&dense, &dense, &row], [4, 4, 4], [1024, 2052, 4096], 4).is_none());
+    assert!(g([&dense, &dense, &row], [4, 4, 2], [1024, 2048, 4104], 4).is_some());
+    assert!(g([&dense, &dense, &row], [4, 4, 2], [1024, 2048, 4100], 4).is_none());
+    // Rows that are not a whole number of vectors, row strides that misalign, a strided or
+    // reversed inner dimension, a broadcast output: not vectorised.
+    let d6 = l(&[4, 6], &[6, 1], 0);
+    assert!(
+        g([&d6, &d6, &d6], [4, 4, 4], aligned, 4).is_some(),
+        "contiguous: flat"
+    );
+    let pad6 = l(&[4, 6], &[7, 1], 0);
+    assert!(g([&d6, &pad6, &d6], [4, 4, 4], aligned, 4).is_none());
+    assert!(g([&d6, &pad6, &d6], [4, 4, 4], aligned, 2).is_none());
+    let pad8 = l(&[6, 8], &[10, 1], 0);
+    assert!(g([&dense, &pad8, &dense], [4, 4, 4], aligned, 2).is_some());
+    assert!(g([&dense, &pad8, &dense], [4, 4, 4], aligned, 4).is_none());
+    let strided = l(&[6, 8], &[16, 2], 0);
+    assert!(g([&dense, &strided, &dense], [4, 4, 4], aligned, 4).is_none());
+    let reversed = l(&[6, 8], &[8, -1], 7);
+    assert!(g([&dense, &reversed, &dense], [4, 4, 4], aligned, 4).is_none());
+    let flipped_rows = l(&[6, 8], &[-8, 1], 40);
+    assert!(g([&dense, &flipped_rows, &dense], [4, 4, 4], aligned, 4).is_some());
+    let transposed = l(&[6, 8], &[1, 6], 0);
+    assert!(g([&dense, &transposed, &dense], [4, 4, 4], aligned, 4).is_none());
+}
