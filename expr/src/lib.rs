@@ -12,6 +12,7 @@
 //! | [`ir`] | the program format: [`Class`] (math types), [`Opcode`], [`Instr`], [`Program`] and its limits |
 //! | [`value`] | element types into their math type and back (the `Cast` op's rules) |
 //! | [`eval`](mod@eval) | the interpreter: `K` lanes at a time, one dispatch per instruction |
+//! | [`reduce`] | reductions of a program's values over axes, in one pass, in the library's order |
 //!
 //! Programs are built and checked by the host (`strided_apply::expr`): the stack depth of
 //! every instruction, the math type of every value, the limits. The interpreter trusts a
@@ -28,6 +29,7 @@ extern crate std;
 pub mod eval;
 pub mod ir;
 pub mod kernel;
+pub mod reduce;
 pub mod value;
 
 pub use eval::eval;

@@ -90,7 +90,7 @@ fn too_large(reason: String) -> Error {
     Error::ReduceTooLarge { reason }
 }
 
-fn fast_div(d: u64) -> Result<FastDiv> {
+pub(crate) fn fast_div(d: u64) -> Result<FastDiv> {
     u32::try_from(d)
         .ok()
         .and_then(FastDiv::new)
@@ -118,27 +118,36 @@ fn collapse<const K: usize>(dims: impl Iterator<Item = (u64, [i64; K])>) -> Vec<
     out
 }
 
-/// Plans `out = reduce(inputs over axes)` for elements of `elem_size` bytes: checks the
-/// axes, the output's shape and the index range, broadcasts the inputs to one shape (with
-/// more than one), collapses the kept and the reduced axes, chooses the kernel (`columns`:
-/// whether the source has a column kernel). `None` when the output has no elements.
-/// `has_empty`: whether the op has a value for a reduction of nothing.
-pub fn plan_reduce(
+/// A reduction's dimensions after broadcasting and collapsing, for the output and `S - 1`
+/// inputs: `kept` with each operand's stride (the output's first), innermost first, and
+/// `red` with each input's stride at `1 + k` (the output's entry 0); the reduction length,
+/// the output count, and each operand's base element.
+pub(crate) struct Dims<const S: usize> {
+    pub n: u32,
+    pub outputs: u64,
+    pub kept: Vec<(u64, [i64; S])>,
+    pub red: Vec<(u64, [i64; S])>,
+    pub base: [usize; S],
+}
+
+/// Checks a reduction of `inputs` (named `names`) over `axes` into `out` and collapses its
+/// dimensions: the axes, the output's shape, the inputs' broadcast to one shape, the
+/// reduction length (`has_empty`: whether the op has a value for a reduction of nothing),
+/// the ranks and every offset within 31 bits. `None` when the output has no elements.
+pub(crate) fn plan_dims<const S: usize>(
     out: &Layout,
     inputs: &[&Layout],
+    names: &[Operand],
     axes: &[usize],
-    elem_size: usize,
     has_empty: bool,
-    columns: bool,
-) -> Result<Option<ReducePlan>> {
+) -> Result<Option<Dims<S>>> {
     let k = inputs.len();
-    if k == 0 || k > MAX_INPUTS {
+    if k == 0 || k >= S {
         return Err(Error::InvalidView {
             operand: "inputs",
-            reason: format!("{k} inputs given; a reduction reads 1 to {MAX_INPUTS}"),
+            reason: format!("{k} inputs given; a reduction reads 1 to {}", S - 1),
         });
     }
-    let names = input_names(k);
     // One shape for every input: numpy's broadcast.
     let mut shape = inputs[0].shape().to_vec();
     for (i, l) in inputs.iter().enumerate().skip(1) {
@@ -202,7 +211,7 @@ pub fn plan_reduce(
         .ok_or_else(|| too_large(format!("{n} elements per output, more than 2^31 - 1")))?;
     // Strides of the output and every input (unused inputs: 0, which always merge).
     let kept = collapse(kept_axes.iter().zip(&out_axis).map(|(&a, &oa)| {
-        let mut s = [0i64; 1 + MAX_INPUTS];
+        let mut s = [0i64; S];
         s[0] = out.strides()[oa] as i64;
         for (i, l) in inputs.iter().enumerate() {
             s[1 + i] = l.strides()[a] as i64;
@@ -210,9 +219,9 @@ pub fn plan_reduce(
         (shape[a] as u64, s)
     }));
     let mut red = collapse((0..rank).filter(|a| axes.contains(a)).map(|a| {
-        let mut s = [0i64; MAX_INPUTS];
+        let mut s = [0i64; S];
         for (i, l) in inputs.iter().enumerate() {
-            s[i] = l.strides()[a] as i64;
+            s[1 + i] = l.strides()[a] as i64;
         }
         (shape[a] as u64, s)
     }));
@@ -226,12 +235,76 @@ pub fn plan_reduce(
             max: KEPT_DIMS.min(RED_DIMS),
         });
     }
+    // Offsets from each base element fit in 31 bits (the geometries truncate strides to
+    // 32 bits only where this holds).
+    for (layout, operand) in
+        std::iter::once((out, "out")).chain(inputs.iter().zip(names.iter().copied()))
+    {
+        if let Some(span) = layout.span(operand)? {
+            let off = layout.offset() as i128;
+            let (lo, hi) = (span.min as i128 - off, span.max as i128 - off);
+            if lo < i32::MIN as i128 || hi > i32::MAX as i128 {
+                return Err(too_large(format!(
+                    "{operand} reaches offsets {lo}..={hi} from its first element, beyond 31 bits"
+                )));
+            }
+        }
+    }
+    let mut base = [0usize; S];
+    base[0] = out.offset();
+    for (i, l) in inputs.iter().enumerate() {
+        base[1 + i] = l.offset();
+    }
+    Ok(Some(Dims {
+        n: n32,
+        outputs: out.numel() as u64,
+        kept,
+        red,
+        base,
+    }))
+}
+
+/// The blocks of a launch of `blocks`, or an error past what a grid holds.
+pub(crate) fn check_blocks(blocks: u64, outputs: u64, groups: u32) -> Result<()> {
+    if blocks > i32::MAX as u64 || outputs * groups as u64 > i32::MAX as u64 {
+        return Err(too_large(format!(
+            "{outputs} outputs of {groups} groups each, more than 2^31 - 1 blocks"
+        )));
+    }
+    Ok(())
+}
+
+/// Plans `out = reduce(inputs over axes)` for elements of `elem_size` bytes: checks the
+/// axes, the output's shape and the index range, broadcasts the inputs to one shape (with
+/// more than one), collapses the kept and the reduced axes, chooses the kernel (`columns`:
+/// whether the source has a column kernel). `None` when the output has no elements.
+/// `has_empty`: whether the op has a value for a reduction of nothing.
+pub fn plan_reduce(
+    out: &Layout,
+    inputs: &[&Layout],
+    axes: &[usize],
+    elem_size: usize,
+    has_empty: bool,
+    columns: bool,
+) -> Result<Option<ReducePlan>> {
+    let k = inputs.len();
+    let names = input_names(k.clamp(1, MAX_INPUTS));
+    let Some(Dims {
+        n: n32,
+        outputs,
+        kept,
+        red,
+        base,
+    }) = plan_dims::<{ 1 + MAX_INPUTS }>(out, inputs, names, axes, has_empty)?
+    else {
+        return Ok(None);
+    };
     // Rows when the reduced elements are unit-stride, else columns along a kept axis of
     // unit stride in the (first) input (when slot chunks stay inside the innermost reduced
     // dimension: invariant 6 of `ReduceGeometry`), else rows (strided reads).
     let w = body::chunk(elem_size);
     let mut kept = kept;
-    let unit_red = red.first().is_some_and(|d| d.1[0] == 1);
+    let unit_red = red.first().is_some_and(|d| d.1[1] == 1);
     let unit_kept = kept.iter().position(|d| d.1[1] == 1);
     let chunks_inside = red.len() <= 1 || (red.len() == 2 && red[0].0 % w as u64 == 0);
     let variant = match unit_kept {
@@ -243,7 +316,6 @@ pub fn plan_reduce(
         _ => ReduceVariant::Rows,
     };
     let groups = body::groups_used(n32, w);
-    let outputs = out.numel() as u64;
     let one = DIV_ONE;
     let mut g = ReduceGeometry {
         n: n32,
@@ -268,7 +340,7 @@ pub fn plan_reduce(
     }
     for (d, (size, s)) in red.iter().enumerate() {
         g.red[d] = fast_div(*size)?;
-        for (j, &st) in s.iter().enumerate() {
+        for (j, &st) in s[1..].iter().enumerate() {
             g.red_strides[j][d] = st as i32 as u32;
         }
     }
@@ -280,32 +352,8 @@ pub fn plan_reduce(
             g.col_blocks as u64 * (outputs / k0) * groups as u64
         }
     };
-    if blocks > i32::MAX as u64 || outputs * groups as u64 > i32::MAX as u64 {
-        return Err(too_large(format!(
-            "{outputs} outputs of {groups} groups each, more than 2^31 - 1 blocks"
-        )));
-    }
+    check_blocks(blocks, outputs, groups)?;
     g.outputs = outputs as u32;
-    // Offsets from each base element fit in 31 bits (strides were truncated above only
-    // where this holds).
-    for (layout, operand) in
-        std::iter::once((out, "out")).chain(inputs.iter().zip(names.iter().copied()))
-    {
-        if let Some(span) = layout.span(operand)? {
-            let off = layout.offset() as i128;
-            let (lo, hi) = (span.min as i128 - off, span.max as i128 - off);
-            if lo < i32::MIN as i128 || hi > i32::MAX as i128 {
-                return Err(too_large(format!(
-                    "{operand} reaches offsets {lo}..={hi} from its first element, beyond 31 bits"
-                )));
-            }
-        }
-    }
-    let mut base = [0usize; 1 + MAX_INPUTS];
-    base[0] = out.offset();
-    for (i, l) in inputs.iter().enumerate() {
-        base[1 + i] = l.offset();
-    }
     Ok(Some(ReducePlan {
         geometry: g,
         variant,
@@ -315,7 +363,7 @@ pub fn plan_reduce(
 }
 
 /// Refuses an output that maps two outputs to one element or shares memory with an input.
-fn check_reduce_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
+pub(crate) fn check_reduce_aliasing(out: &Region, inputs: &[Region]) -> Result<()> {
     check_aliasing(out, &[])?;
     let Some(o) = out.byte_span()? else {
         return Ok(());
@@ -467,10 +515,25 @@ impl Scratch {
         stream: CUstream,
     ) -> Result<Scratch> {
         let g = &plan.geometry;
-        if g.groups <= 1 {
+        // SAFETY: forwarded.
+        unsafe { Scratch::for_groups(gpu, g.outputs, g.groups, acc_size, stream) }
+    }
+
+    /// Scratch for `groups` accumulators of `acc_size` bytes per output (none for one).
+    ///
+    /// # Safety
+    /// As [`new`](Self::new).
+    pub(crate) unsafe fn for_groups(
+        gpu: &Gpu,
+        outputs: u32,
+        groups: u32,
+        acc_size: usize,
+        stream: CUstream,
+    ) -> Result<Scratch> {
+        if groups <= 1 {
             return Ok(Scratch { ptr: 0, stream });
         }
-        let bytes = g.outputs as usize * g.groups as usize * acc_size;
+        let bytes = outputs as usize * groups as usize * acc_size;
         gpu.context()
             .bind_to_thread()
             .map_err(|source| Error::Driver {
@@ -585,7 +648,7 @@ pub(crate) unsafe fn launch_planned(
 
 /// The row kernel's blocks per group: `SLOTS >> row_shift` outputs each (invariant 8 of
 /// `ReduceGeometry`).
-fn row_blocks(outputs: u64, row_shift: u32) -> u64 {
+pub(crate) fn row_blocks(outputs: u64, row_shift: u32) -> u64 {
     outputs.div_ceil((SLOTS >> row_shift) as u64)
 }
 

@@ -5,7 +5,7 @@ Usage (a GPU machine with torch 2.11, CuPy and the strided_apply wheel installed
 
     python bench_expr.py --out DIR            # the full run (a few minutes: mostly compiles)
     python bench_expr.py --out DIR --quick    # sizes 16x smaller, fewer runs: a smoke run
-    python bench_expr.py --out DIR --only seed,chain   # some groups: seed, single, chain, host
+    python bench_expr.py --out DIR --only seed,chain   # some groups: seed, single, chain, host, reduce
 
 It prints one Markdown table per group and writes ``DIR/bench_expr.json`` (the machine,
 the versions, and every row with its raw numbers). The exit status is 1 when a result
@@ -32,6 +32,12 @@ Groups:
   ``sa.add(x, y, out=z)`` and of ``torch.add(x, y, out=z)``, divided by 10000,
   synchronising only at the end (the final synchronisation is inside the wall time); the
   median of 5 such bursts, the impls alternating burst by burst.
+* ``reduce``: ``sa.expr(text).sum(..., dim=d)`` in one pass against the library's
+  ``sa.map_reduce("sqdiff", ...)`` (where one exists), torch eager (the expression, then
+  ``torch.sum``) and ``torch.compile``: ``sum((a-b)*(a-b))`` of two dense f32 8192x8192
+  over dim 1 (rows) and dim 0 (columns), over the rows of [2^20, 64], and the seed
+  expression (broadcast as the seed's first row, 16384x16384) over dim 1. GB/s = the
+  inputs read once + the output written once.
 
 Timing (as bench_torch.py): CUDA events on torch's current stream around each call, 5
 warm-ups, then the median of 30 timed runs (``--quick``: 2 and 10); random inputs; every
@@ -73,7 +79,7 @@ SEED = "sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)"
 # 12 ops: * + / - maximum * + minimum - * fma +
 CHAIN = "minimum(maximum(a*b + c - a/b, c), a*2 + b) * (c - b) + fma(a, c, b)"
 CHAIN_OPS = 12
-GROUPS = ("seed", "single", "chain", "host")
+GROUPS = ("seed", "single", "chain", "host", "reduce")
 
 
 def log(msg):
@@ -510,6 +516,128 @@ def chain_table(rows):
 
 
 # ---------------------------------------------------------------------------------------
+# reductions of expressions
+
+
+def reduce_row(label, text, make, dim, lib, s):
+    """One reduction row: `sa.expr(text).sum(..., dim=dim)` (one pass), the library's
+    `map_reduce(lib, ...)` where it has one, torch eager (the expression, then `sum`) and
+    torch.compile, on the inputs `make()` gives."""
+    dev = torch.device("cuda")
+    ins = make(dev)
+    shape = torch.broadcast_shapes(*(x.shape for x in ins))
+    out_shape = [n for k, n in enumerate(shape) if k != dim]
+    outs = {k: torch.empty(out_shape, device=dev) for k in ("sa", "lib", "eager")}
+    moved = nbytes(*ins, outs["sa"])
+    row = {"group": "reduce", "row": label, "expr": text, "dim": dim, "dtype": "float32",
+           "shape": list(shape), "bytes": moved}
+    errors = {}
+    checks = {}
+    values = {"sqdiff": lambda x, y: (x - y) * (x - y), "seed": seed_fn}[lib or "seed"]
+
+    def fn(*x):
+        return torch.sum(values(*x), dim=dim)
+
+    def run_sa():
+        def build_and_run():
+            f = sa.expr(text)
+            f.sum(*ins, dim=dim, out=outs["sa"])
+            return f
+
+        t, f = first_call_s(build_and_run)
+        row["sa_first_s"] = t
+        ms = median_ms(lambda: f.sum(*ins, dim=dim, out=outs["sa"]), outs["sa"], s.warmups, s.runs)
+        row["sa_ms"], row["sa_gbs"] = ms, gbs(moved, ms)
+
+    def run_lib():
+        if lib is None:
+            raise RuntimeError("no map_reduce id for this expression")
+        ms = median_ms(lambda: sa.map_reduce(lib, *ins, dim=dim, out=outs["lib"]), outs["lib"], s.warmups,
+                       s.runs)
+        row["lib_ms"], row["lib_gbs"] = ms, gbs(moved, ms)
+
+    def run_eager():
+        ms = median_ms(lambda: torch.sum(values(*ins), dim=dim, out=outs["eager"]), outs["eager"], s.warmups, s.runs)
+        row["eager_ms"], row["eager_gbs"] = ms, gbs(moved, ms)
+
+    def run_compile():
+        torch._dynamo.reset()
+        cfn = torch.compile(fn)
+        t, _ = first_call_s(lambda: cfn(*ins))
+        row["compile_first_s"] = t
+        ms = median_ms(lambda: cfn(*ins), None, s.warmups, s.runs)
+        row["compile_ms"], row["compile_gbs"] = ms, gbs(moved, ms)
+        checks["compile"] = lambda: cfn(*ins)
+
+    for what, f in (("sa", run_sa), ("lib", run_lib), ("eager", run_eager), ("compile", run_compile)):
+        log(f"reduce {label}: {what}")
+        guarded(what, f, errors)
+    torch.cuda.synchronize()
+    # Sums in different orders: close, not equal.
+    if "eager_ms" in row:
+        for k in ("sa", "lib"):
+            if f"{k}_ms" in row:
+                row[f"check_{k}"] = guarded(f"check {k}", lambda: compare(outs[k], outs["eager"], 1e-4, 1e-3),
+                                            errors)
+        if "compile" in checks:
+            row["check_compile"] = guarded(
+                "check compile", lambda: compare(checks["compile"](), outs["eager"], 1e-4, 1e-3), errors)
+    if "sa_gbs" in row and "eager_gbs" in row:
+        row["sa_over_eager"] = row["sa_gbs"] / row["eager_gbs"]
+    row["errors"] = errors
+    del ins, outs, checks
+    release()
+    return row
+
+
+def reduce_group(s):
+    side = 8192 // s.side
+
+    def rand(*shape):
+        return lambda dev: torch.rand(*shape, device=dev) * 2 - 1
+
+    def two(*shape):
+        return lambda dev: (rand(*shape)(dev), rand(*shape)(dev))
+
+    def seed_ins(m, n):
+        def make(dev):
+            a = torch.rand(1, n, device=dev) * 2 - 1
+            b = torch.rand(m, 1, device=dev) * 4 - 2
+            c = torch.rand(m, n, device=dev)
+            return a, b, c
+        return make
+
+    sq = "(a - b) * (a - b)"
+    rows = [
+        reduce_row(f"sum((a-b)^2, dim=1), f32 {side}x{side}", sq, two(side, side), 1, "sqdiff", s),
+        reduce_row(f"sum((a-b)^2, dim=0), f32 {side}x{side}", sq, two(side, side), 0, "sqdiff", s),
+        reduce_row(f"sum((a-b)^2, dim=1), f32 {2**20 // s.shrink}x64", sq, two(2**20 // s.shrink, 64), 1, "sqdiff",
+                   s),
+        reduce_row(f"sum(seed, dim=1), f32 {2 * side}x{2 * side} broadcast", SEED, seed_ins(2 * side, 2 * side), 1,
+                   None, s),
+    ]
+    return rows
+
+
+def reduce_table(rows):
+    h = ["row", "sa.expr sum GB/s", "first call s", "sa.map_reduce GB/s", "eager GB/s", "compile GB/s",
+         "compile first call s", "sa/eager", "checks vs eager"]
+    body = []
+    for r in rows:
+        e = r.get("errors", {})
+        checks = ", ".join(f"{k[6:]} {r[k]}" for k in ("check_sa", "check_lib", "check_compile") if r.get(k))
+        body.append([
+            r["row"],
+            fmt(r.get("sa_gbs", e.get("sa"))), fmt(r.get("sa_first_s"), 3),
+            fmt(r.get("lib_gbs", e.get("lib"))),
+            fmt(r.get("eager_gbs", e.get("eager"))),
+            fmt(r.get("compile_gbs", e.get("compile"))), fmt(r.get("compile_first_s"), 2),
+            fmt(r.get("sa_over_eager"), 2), checks or "n/a",
+        ])
+    return table(h, body)
+
+
+# ---------------------------------------------------------------------------------------
 # host time per call
 
 
@@ -646,7 +774,8 @@ def main(argv=None):
     groups = {"seed": (seed_group, seed_table, "Seed expression `" + SEED + "`"),
               "single": (single_group, single_table, "One op: `sa.expr(\"a + b\")` against `sa.add`"),
               "chain": (chain_group, chain_table, f"{CHAIN_OPS}-op chain `{CHAIN}`"),
-              "host": (host_group, host_table, "Host time per call")}
+              "host": (host_group, host_table, "Host time per call"),
+              "reduce": (reduce_group, reduce_table, "Reductions of expressions: `sa.expr(...).sum(dim=...)`")}
     results = []
     for name in GROUPS:
         if name not in want:

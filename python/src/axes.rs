@@ -96,7 +96,7 @@ pub(crate) fn stencil<'py>(
 
 /// The reduced axes of `dim` (None: all; an int or a sequence of ints, negative from the
 /// end) over a tensor of `rank` axes, sorted.
-fn reduce_axes(dim: Option<&Bound<'_, PyAny>>, rank: usize) -> PyResult<Vec<usize>> {
+pub(crate) fn reduce_axes(dim: Option<&Bound<'_, PyAny>>, rank: usize) -> PyResult<Vec<usize>> {
     let Some(dim) = dim.filter(|d| !d.is_none()) else {
         return Ok((0..rank).collect());
     };
@@ -126,7 +126,7 @@ fn reduce_axes(dim: Option<&Bound<'_, PyAny>>, rank: usize) -> PyResult<Vec<usiz
 }
 
 /// `shape` reduced over `axes`: the reduced axes dropped, or kept as size 1 (`keepdim`).
-fn reduced_shape(shape: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
+pub(crate) fn reduced_shape(shape: &[usize], axes: &[usize], keepdim: bool) -> Vec<usize> {
     (0..shape.len())
         .filter_map(|i| match (axes.contains(&i), keepdim) {
             (false, _) => Some(shape[i]),

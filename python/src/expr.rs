@@ -4,6 +4,7 @@
 //! output type) and runs it: on the GPU's interpreter kernels (tier 0) for CUDA operands, on
 //! the CPU twin for host ones.
 
+use crate::axes::{reduce_axes, reduced_shape};
 use crate::call::{broadcast_shape, operands, Kernel};
 use crate::dtypes::dtype_arg;
 use crate::errors::ExprError;
@@ -14,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use strided_apply::cudarc::driver::sys::CUstream;
 use strided_apply::dispatch::Scalar;
-use strided_apply::expr::{Arg, Compiled, Expr as SaExpr, ScalarKind};
+use strided_apply::expr::{Arg, Compiled, Expr as SaExpr, ReduceOp, ScalarKind};
 use strided_apply::raw::RawTensor;
 use strided_apply::{ElemType, Gpu};
 
@@ -58,8 +59,7 @@ impl Kernel for BoundExpr {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars: Vec<(&str, Scalar)> =
-            self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let scalars = self.scalars();
         // SAFETY: forwarded contract (device memory described by its producer, held for the
         // call, on the producer's stream).
         unsafe { self.compiled.launch(gpu, stream, out, inputs, &scalars) }
@@ -70,8 +70,7 @@ impl Kernel for BoundExpr {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars: Vec<(&str, Scalar)> =
-            self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect();
+        let scalars = self.scalars();
         // SAFETY: forwarded contract (host memory described by its producer, held for the
         // call).
         unsafe { self.compiled.run_cpu_raw(out, inputs, &scalars) }
@@ -116,6 +115,207 @@ impl Expr {
         stream: Option<Bound<'py, PyAny>>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<Bound<'py, PyAny>> {
+        let (ops, bound) = self.prepare(py, "expr", args, out, dtype, stream, kwargs)?;
+        let out_type = bound.compiled.out();
+        let call = ops.output_or_new(py, |inputs| Ok((broadcast_shape(inputs)?, out_type)))?;
+        call.run(&bound)
+    }
+
+    /// `sum` of the expression's values over `dim` (None: every axis; an int or a sequence
+    /// of ints of the inputs' broadcast shape) in one pass, no temporary; `keepdim` keeps
+    /// the reduced axes as size 1. Arguments as for a call. The output type is the
+    /// expression's (or `dtype`): each value rounds to it once, then the reduction runs in
+    /// its math type, in the library's order (the GPU and the CPU twin give the same bits).
+    #[pyo3(signature = (*args, dim=None, keepdim=false, out=None, dtype=None, stream=None, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn sum<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        dim: Option<Bound<'py, PyAny>>,
+        keepdim: bool,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce(
+            py,
+            ReduceOp::Sum,
+            args,
+            (dim, keepdim),
+            out,
+            dtype,
+            stream,
+            kwargs,
+        )
+    }
+
+    /// `prod` of the expression's values over `dim`, as [`sum`](Self::sum).
+    #[pyo3(signature = (*args, dim=None, keepdim=false, out=None, dtype=None, stream=None, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn prod<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        dim: Option<Bound<'py, PyAny>>,
+        keepdim: bool,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce(
+            py,
+            ReduceOp::Prod,
+            args,
+            (dim, keepdim),
+            out,
+            dtype,
+            stream,
+            kwargs,
+        )
+    }
+
+    /// `amin` (NaN-propagating) of the expression's values over `dim`, as `sum`.
+    #[pyo3(signature = (*args, dim=None, keepdim=false, out=None, dtype=None, stream=None, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn amin<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        dim: Option<Bound<'py, PyAny>>,
+        keepdim: bool,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce(
+            py,
+            ReduceOp::Amin,
+            args,
+            (dim, keepdim),
+            out,
+            dtype,
+            stream,
+            kwargs,
+        )
+    }
+
+    /// `amax` (NaN-propagating) of the expression's values over `dim`, as `sum`.
+    #[pyo3(signature = (*args, dim=None, keepdim=false, out=None, dtype=None, stream=None, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn amax<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        dim: Option<Bound<'py, PyAny>>,
+        keepdim: bool,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce(
+            py,
+            ReduceOp::Amax,
+            args,
+            (dim, keepdim),
+            out,
+            dtype,
+            stream,
+            kwargs,
+        )
+    }
+
+    /// `mean` of the expression's values over `dim` (float outputs), as `sum`.
+    #[pyo3(signature = (*args, dim=None, keepdim=false, out=None, dtype=None, stream=None, **kwargs))]
+    #[allow(clippy::too_many_arguments)]
+    fn mean<'py>(
+        &self,
+        py: Python<'py>,
+        args: &Bound<'py, PyTuple>,
+        dim: Option<Bound<'py, PyAny>>,
+        keepdim: bool,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.reduce(
+            py,
+            ReduceOp::Mean,
+            args,
+            (dim, keepdim),
+            out,
+            dtype,
+            stream,
+            kwargs,
+        )
+    }
+}
+
+/// A bound expression reduced over axes, as the call path runs kernels.
+struct ReducedExpr<'a> {
+    bound: &'a BoundExpr,
+    op: ReduceOp,
+    axes: &'a [usize],
+}
+
+impl Kernel for ReducedExpr<'_> {
+    unsafe fn launch(
+        &self,
+        gpu: &Gpu,
+        stream: Option<CUstream>,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+    ) -> strided_apply::Result<()> {
+        let scalars = self.bound.scalars();
+        // SAFETY: forwarded contract, as `BoundExpr::launch`.
+        unsafe {
+            self.bound
+                .compiled
+                .launch_reduce(gpu, stream, self.op, out, inputs, &scalars, self.axes)
+        }
+    }
+
+    unsafe fn run_cpu_raw(
+        &self,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+    ) -> strided_apply::Result<()> {
+        let scalars = self.bound.scalars();
+        // SAFETY: forwarded contract, as `BoundExpr::run_cpu_raw`.
+        unsafe {
+            self.bound
+                .compiled
+                .reduce_cpu_raw(self.op, out, inputs, &scalars, self.axes)
+        }
+    }
+}
+
+impl BoundExpr {
+    fn scalars(&self) -> Vec<(&str, Scalar)> {
+        self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect()
+    }
+}
+
+impl Expr {
+    /// Binds a call's arguments: the operands (tensors consumed, the output if given, the
+    /// stream), in the compiled program's input order, and the program bound to its
+    /// scalars. `what` names the call in messages.
+    #[allow(clippy::too_many_arguments)]
+    fn prepare<'py>(
+        &self,
+        py: Python<'py>,
+        what: &'static str,
+        args: &Bound<'py, PyTuple>,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<(crate::call::Operands<'py>, BoundExpr)> {
         let values = self.bind(args, kwargs)?;
         // Python numbers are run-time scalars; everything else is a tensor.
         let mut tensors: Vec<(Bound<'py, PyAny>, &'static str)> = Vec::new();
@@ -125,12 +325,12 @@ impl Expr {
                 || v.is_instance_of::<PyInt>()
                 || v.is_instance_of::<PyFloat>()
             {
-                scalars.push((name.clone(), scalar(&v, "expr", name)?));
+                scalars.push((name.clone(), scalar(&v, what, name)?));
             } else {
                 tensors.push((v, static_name(name)));
             }
         }
-        let ops = operands(py, "expr", tensors, out.clone(), stream.as_ref())?;
+        let ops = operands(py, what, tensors, out, stream.as_ref())?;
         let out_elem = match (&ops.out_elem(), &dtype) {
             (Some(e), _) => Some(*e),
             (None, Some(d)) => Some(dtype_arg(py, d)?),
@@ -162,13 +362,36 @@ impl Expr {
             .collect();
         let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
         ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
-        let out_type = compiled.out();
-        let call = ops.output_or_new(py, |inputs| Ok((broadcast_shape(inputs)?, out_type)))?;
-        call.run(&BoundExpr { compiled, scalars })
+        Ok((ops, BoundExpr { compiled, scalars }))
     }
-}
 
-impl Expr {
+    /// A reduction of the expression's values (`sum`, `prod`, `amin`, `amax`, `mean`).
+    #[allow(clippy::too_many_arguments)]
+    fn reduce<'py>(
+        &self,
+        py: Python<'py>,
+        op: ReduceOp,
+        args: &Bound<'py, PyTuple>,
+        (dim, keepdim): (Option<Bound<'py, PyAny>>, bool),
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        kwargs: Option<&Bound<'py, PyDict>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (ops, bound) = self.prepare(py, op.name(), args, out, dtype, stream, kwargs)?;
+        let shape = broadcast_shape(&ops.inputs)?;
+        let axes = reduce_axes(dim.as_ref(), shape.len())?;
+        let out_type = bound.compiled.out();
+        let call = ops.output_or_new(py, |_| {
+            Ok((reduced_shape(&shape, &axes, keepdim), out_type))
+        })?;
+        call.run(&ReducedExpr {
+            bound: &bound,
+            op,
+            axes: &axes,
+        })
+    }
+
     /// Each name's value: positional in the order of `names`, or by keyword; each once.
     fn bind<'py>(
         &self,

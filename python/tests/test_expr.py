@@ -152,3 +152,58 @@ def test_up_to_eight_tensor_inputs():
     np.testing.assert_allclose(f(*xs), want, rtol=1e-5, atol=1e-5)
     with pytest.raises(sa.ExprError, match="tensor inputs"):
         sa.expr("a + b + c + d + e + f + g + h + i")(*xs, xs[0])
+
+
+def test_reductions_of_expressions_match_numpy_and_the_two_steps_they_fuse():
+    r = rng(7)
+    a = r.integers(-8, 8, (37, 300)).astype(np.float32)
+    b = r.integers(-8, 8, 300).astype(np.float32)  # a row, broadcast
+    f = sa.expr("(a - b) * (a - b)")
+    sq = (a - b) ** 2  # small integers: every sum is exact, in any order
+    for dim, want in ((1, sq.sum(1)), (0, sq.sum(0)), (None, sq.sum()), ((0, 1), sq.sum())):
+        got = f.sum(a=a, b=b, dim=dim)
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, np.asarray(want, np.float32))
+    np.testing.assert_array_equal(f.sum(a, b, dim=1, keepdim=True), sq.sum(1, keepdims=True))
+    np.testing.assert_array_equal(f.amax(a, b, dim=0), sq.max(0))
+    np.testing.assert_array_equal(f.amin(a, b, dim=0), sq.min(0))
+    np.testing.assert_array_equal(sa.expr("a * 0 + 1.5")(a).astype(np.float64).prod(1), sa.expr("a * 0 + 1.5").prod(a, dim=1, dtype=np.float64))
+    # Any values: the one pass gives the bits of the expression's run, then the library's
+    # reduction of it (one order on both).
+    x = r.standard_normal((3, 5, 7000)).astype(np.float32)
+    y = r.standard_normal(7000).astype(np.float32)[::-1]
+    g = sa.expr("sin(x) * y + x")
+    for op in ("sum", "prod", "amin", "amax", "mean"):
+        for dim in (2, 0, (0, 2), None):
+            got = getattr(g, op)(x, y, dim=dim)
+            want = sa.reduce(op, g(x, y), dim=dim)
+            np.testing.assert_array_equal(got, want, err_msg=f"{op} over {dim}")
+    np.testing.assert_allclose(g.mean(x, y, dim=2), (np.sin(x.astype(np.float64)) * y + x).mean(2), rtol=1e-4, atol=1e-5)
+    # Scalars, `dtype=`, `out=`, strided and transposed inputs.
+    got = sa.expr("a * s").sum(a[:, ::3].T, s=0.5, dim=0, dtype=np.float64)
+    np.testing.assert_array_equal(got, (a[:, ::3].T.astype(np.float64) * 0.5).sum(0))
+    out = np.full(37, 9.0, np.float32)
+    assert sa.expr("a + 1").sum(a, dim=1, out=out) is out
+    np.testing.assert_array_equal(out, (a + 1).sum(1))
+    ints = r.integers(-100, 100, (4, 50)).astype(np.int32)
+    np.testing.assert_array_equal(sa.expr("a * a - 3").sum(ints, dim=1), (ints * ints - 3).sum(1).astype(np.int32))
+
+
+def test_reductions_of_expressions_refuse_bad_input_with_out_untouched():
+    a = np.float32([[1, 2, 3], [4, 5, 6]])
+    i = np.int32([[1, 2, 3], [4, 5, 6]])
+    out = np.full(2, 7.0, np.float32)
+    cases = [
+        (lambda: sa.expr("a + 1").mean(i, dim=1), sa.DtypeError, "`mean` reduces float values"),
+        (lambda: sa.expr("a > 1").sum(a, dim=1), sa.DtypeError, "gives bool"),
+        (lambda: sa.expr("a + 1").sum(a, dim=2), IndexError, "out of range"),
+        (lambda: sa.expr("a + 1").sum(a, dim=(1, 1)), ValueError, "named twice"),
+        (lambda: sa.expr("a + 1").sum(a, dim=0, out=out), sa.LayoutError, "not the reduced shape"),
+        (lambda: sa.expr("a + b").sum(a, dim=1, out=out), sa.ExprError, "b: missing"),
+        (lambda: sa.expr("a + 1").amax(np.zeros((2, 0), np.float32), dim=1, out=out), sa.Error, "nothing"),
+        (lambda: sa.expr("a + 1").sum(a, dim=1, out=a[:, 0]), sa.Error, "shares memory"),
+    ]
+    for call, exc, text in cases:
+        with pytest.raises(exc, match=text):
+            call()
+        assert out.tolist() == [7.0, 7.0]

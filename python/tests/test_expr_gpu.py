@@ -531,3 +531,58 @@ def test_cupy_arrays():
     ref = np.sin(x * y) + np.sqrt(z) + np.cos(x) / np.log(np.cos(y) + 2)
     scale = np.abs(np.sin(x * y)) + np.sqrt(z) + np.abs(np.cos(x) / np.log(np.cos(y) + 2))
     assert np.all(np.abs(cp.asnumpy(g) - ref) <= 1e-6 + 1e-5 * scale)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f64", "bf16"])
+def test_reductions_of_expressions_match_torch_and_the_cpu_twin(dt):
+    """One pass on the GPU: the CPU twin's bits for exact ops (same order; the seed's
+    transcendentals within a few ulp), the bits of the two steps it fuses (the expression's
+    run, then the library's reduction), and torch within the rounding of a different
+    order."""
+    dtype = FLOATS[dt]
+    cases = [
+        ("(a - b) * (a - b)", [(4096, 64), (64,)], [1, 0, None]),  # short rows, columns
+        ("a * b + 1", [(3, 200_000), (3, 1)], [1, (0, 1)]),  # several groups per output
+        (SEED, [(1, 900), (600, 1), (600, 900)], [1, 0, None]),  # the seed, broadcast
+    ]
+    for text, shapes, dims in cases:
+        ins = [uniform(s, 0.1, 2, dtype, seed=60 + k) for k, s in enumerate(shapes)]
+        f = sa.expr(text)
+        for op in ("sum", "amax", "mean", "prod", "amin"):
+            for dim in dims:
+                got = getattr(f, op)(*ins, dim=dim)
+                what = f"{op} of `{text}` over {dim} in {dt}"
+                twin = getattr(f, op)(*cpu_copies(*ins), dim=dim)
+                if text == SEED:
+                    # Transcendentals: libdevice on the GPU, Rust's std on the twin (within
+                    # a few ulp of each other, not bit-identical); products of hundreds of
+                    # factors overflow alike and compound the ulps.
+                    g_, t_ = got.cpu().double(), twin.double()
+                    assert torch.equal(g_.isinf(), t_.isinf()) and torch.equal(g_.isnan(), t_.isnan()), what
+                    fin = t_.isfinite()
+                    tol = {"f32": 1e-5, "f64": 1e-12, "bf16": 1e-2}[dt] * (1000 if op == "prod" else 1)
+                    assert_close(g_[fin], t_[fin], t_[fin].abs() + 1, tol, tol, what + " (twin)")
+                else:
+                    assert_same(got.cpu(), twin, what + " (twin)")
+                assert_same(got, sa.reduce(op, f(*ins), dim=dim), what + " (two steps)")
+                if op == "prod":
+                    continue  # overflows to inf or 0 at these lengths; the bits above hold
+                want = getattr(torch, op)(f(*ins).double(), dim=dim) if dim is not None else getattr(torch, op)(f(*ins).double())
+                tol = {"f32": 1e-4, "f64": 1e-10, "bf16": 2e-2}[dt]
+                assert_close(got.double(), want, want.abs() + 1, tol, tol, what + " (torch)")
+
+
+def test_reductions_of_expressions_errors_launch_nothing():
+    a = normal((4, 16), seed=70)
+    out = torch.full((4,), 7.0, device=DEV)
+    cases = [
+        (lambda: sa.expr("a + b").sum(a, a.cpu(), dim=1, out=out), sa.DeviceError, "b: on the CPU"),
+        (lambda: sa.expr("a + 1").sum(a, dim=0, out=out), sa.LayoutError, "not the reduced shape"),
+        (lambda: sa.expr("i32(a)").mean(a, dim=1, out=out.to(torch.int32)), sa.DtypeError, "`mean` reduces float"),
+        (lambda: sa.expr("a + 1").sum(a, dim=1, out=a[:, 0]), sa.Error, "shares memory"),
+    ]
+    for call, exc, text in cases:
+        with pytest.raises(exc, match=text):
+            call()
+        torch.cuda.synchronize()
+        assert out.tolist() == [7.0] * 4

@@ -7,7 +7,7 @@ use crate::common::random::{random_case, Limits};
 use crate::common::Rng;
 use crate::harness::{knob, TestResult};
 use strided_apply::dispatch::{DynOp, Scalar};
-use strided_apply::expr::{Arg, DeviceArg, Expr, RawTensor, ScalarKind};
+use strided_apply::expr::{Arg, DeviceArg, Expr, RawTensor, ReduceOp, ScalarKind};
 use strided_apply::gpu_kernels::{bf16, f16};
 use strided_apply::{DeviceTensor, ElemType, Error, Gpu, Layout};
 
@@ -648,5 +648,202 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
     }
     Ok(format!(
         "{checked} (program, layout, alignment) cases bit-identical to the CPU twin"
+    ))
+}
+
+/// One expression reduction on the CPU twin and on the GPU from the same words: `Ok(None)`
+/// when both refuse it with the same error, the first difference as an error.
+#[allow(clippy::too_many_arguments)]
+fn reduce_both(
+    gpu: &Gpu,
+    c: &strided_apply::expr::Compiled,
+    op: ReduceOp,
+    types: &[ElemType],
+    layouts: &[Layout],
+    host_in: &[Vec<u64>],
+    shape: &[usize],
+    axes: &[usize],
+) -> Result<Option<usize>, String> {
+    let ot = c.out();
+    let out_shape: Vec<usize> = (0..shape.len())
+        .filter(|a| !axes.contains(a))
+        .map(|a| shape[a])
+        .collect();
+    let lo = Layout::contiguous(&out_shape).map_err(|e| e.to_string())?;
+    let poison = vec![0xC3C3_C3C3_C3C3_C3C3u64; (lo.numel() * ot.size()).div_ceil(8).max(1)];
+    let mut host_out = poison.clone();
+    let ins: Vec<RawTensor<'_>> = layouts
+        .iter()
+        .zip(types)
+        .zip(host_in)
+        .map(|((l, &t), w)| raw(w.as_ptr() as u64, t, l))
+        .collect();
+    let out = raw(host_out.as_mut_ptr() as u64, ot, &lo);
+    // SAFETY: every layout lies in its words; the output is its own buffer.
+    let cpu = unsafe { c.reduce_cpu_raw(op, out, &ins, &[], axes) };
+    let dev_in: Vec<DeviceTensor<i64>> = host_in
+        .iter()
+        .map(|w| upload(gpu, w))
+        .collect::<Result<_, _>>()?;
+    let dev_out = upload(gpu, &poison)?;
+    let ins: Vec<RawTensor<'_>> = layouts
+        .iter()
+        .zip(types)
+        .zip(&dev_in)
+        .map(|((l, &t), d)| raw(d.buffer().addr(), t, l))
+        .collect();
+    let out = raw(dev_out.buffer().addr(), ot, &lo);
+    // SAFETY: as above, in device buffers of this gpu holding the same words.
+    let dev = unsafe { c.launch_reduce(gpu, None, op, out, &ins, &[], axes) };
+    match (&cpu, &dev) {
+        (Ok(()), Ok(())) => {}
+        (Err(a), Err(b)) if a.to_string() == b.to_string() => return Ok(None),
+        _ => return Err(format!("CPU twin {cpu:?}, GPU {dev:?}")),
+    }
+    let got = download(gpu, &dev_out)?;
+    if let Some(d) = first_difference(ot, lo.numel(), &got, &host_out) {
+        return Err(d);
+    }
+    Ok(Some(lo.numel()))
+}
+
+/// A fixed reduction case: the expression, its inputs' types and shapes, the broadcast
+/// shape and the reduced axes.
+type FixedReduction = (
+    &'static str,
+    &'static [(ElemType, &'static [usize])],
+    &'static [usize],
+    &'static [usize],
+);
+
+/// Reductions of expressions (`sum`, `prod`, `amin`, `amax`, `mean`) over random axes of
+/// random exact-op programs on random layouts and element types, and over fixed shapes that
+/// take every path of the group kernel (short rows sharing a block, several groups and the
+/// final kernel, columns, a reduction of nothing): the GPU's output equals the CPU twin's
+/// bit for bit (NaN as NaN).
+pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
+    let trials = knob("STRIDED_APPLY_EXPR_TRIALS", 400);
+    let mut r = Rng(0xe4b7_0002);
+    let (mut ran, mut refused, mut outputs) = (0, 0, 0usize);
+    for trial in 0..trials {
+        let all = ["a", "b", "c"];
+        let n_names = 1 + r.below(3) as usize;
+        let text = gen_num(&mut r, 3, &all[..n_names], false);
+        let e = Expr::parse(&text).map_err(|e| format!("`{text}`: {e}"))?;
+        let names = e.names();
+        let args: Vec<(&str, Arg)> = names
+            .iter()
+            .map(|&n| (n, Arg::Tensor(*pick(&mut r, &TYPES))))
+            .collect();
+        let out_type = r.one_in(3).then(|| *pick(&mut r, &TYPES));
+        let c = match e.compile(&args, out_type) {
+            Ok(c) => c,
+            Err(Error::ExprType { .. } | Error::ExprLimit { .. }) => {
+                refused += 1;
+                continue;
+            }
+            Err(err) => return Err(format!("`{text}`: {err}")),
+        };
+        let types: Vec<ElemType> = c
+            .inputs()
+            .iter()
+            .map(|n| match args.iter().find(|(m, _)| m == n) {
+                Some((_, Arg::Tensor(t))) => *t,
+                _ => F32,
+            })
+            .collect();
+        let case = random_case(&mut r, types.len(), Limits { max_numel: 3000 });
+        let shape = case.out.layout.shape().to_vec();
+        let axes: Vec<usize> = (0..shape.len()).filter(|_| r.one_in(2)).collect();
+        let op = *pick(&mut r, &ReduceOp::ALL);
+        let host_in: Vec<Vec<u64>> = case
+            .inputs
+            .iter()
+            .zip(&types)
+            .map(|(o, &t)| random_words(&mut r, t, o.len))
+            .collect();
+        let layouts: Vec<Layout> = case.inputs.iter().map(|o| o.layout.clone()).collect();
+        match reduce_both(gpu, &c, op, &types, &layouts, &host_in, &shape, &axes) {
+            Ok(Some(n)) => {
+                ran += 1;
+                outputs += n;
+            }
+            Ok(None) => refused += 1,
+            Err(d) => {
+                return Err(format!(
+                    "trial {trial} {op:?} of `{text}` over {axes:?}, inputs {types:?} -> {:?}, shape {shape:?}: {d}",
+                    c.out()
+                ))
+            }
+        }
+    }
+    if ran < trials / 4 {
+        return Err(format!(
+            "only {ran} of {trials} reductions ran ({refused} refused)"
+        ));
+    }
+    // Fixed shapes: (expression, input types and shapes, broadcast shape, axes).
+    let fixed: [FixedReduction; 7] = [
+        (
+            "a * b",
+            &[(F32, &[2, 300_000]), (F32, &[300_000])],
+            &[2, 300_000],
+            &[1],
+        ),
+        (
+            "(a - b) * (a - b)",
+            &[(F32, &[4096, 64]), (F32, &[64])],
+            &[4096, 64],
+            &[1],
+        ),
+        ("a + 1", &[(BF16, &[64, 4096])], &[64, 4096], &[0]),
+        ("a * a", &[(F64, &[3, 5, 7000])], &[3, 5, 7000], &[0, 2]),
+        (
+            "a - b",
+            &[(I32, &[1000, 17]), (I32, &[1000, 1])],
+            &[1000, 17],
+            &[1],
+        ),
+        ("a", &[(U8, &[7, 70_000])], &[7, 70_000], &[0, 1]),
+        ("a * 2", &[(F32, &[5, 0])], &[5, 0], &[1]),
+    ];
+    let mut fixed_ran = 0;
+    for (text, ins, shape, axes) in fixed {
+        let names = ["a", "b"];
+        let args: Vec<(&str, Arg)> = ins
+            .iter()
+            .zip(names)
+            .map(|(&(t, _), n)| (n, Arg::Tensor(t)))
+            .collect();
+        let c = Expr::parse(text)
+            .and_then(|e| e.compile(&args, None))
+            .map_err(|e| format!("`{text}`: {e}"))?;
+        let types: Vec<ElemType> = ins.iter().map(|&(t, _)| t).collect();
+        let layouts: Vec<Layout> = ins
+            .iter()
+            .map(|&(_, s)| Layout::contiguous(s).map_err(|e| e.to_string()))
+            .collect::<Result<_, _>>()?;
+        let host_in: Vec<Vec<u64>> = ins
+            .iter()
+            .zip(&layouts)
+            .map(|(&(t, _), l)| random_words(&mut r, t, l.numel()))
+            .collect();
+        for op in ReduceOp::ALL {
+            match reduce_both(gpu, &c, op, &types, &layouts, &host_in, shape, axes) {
+                Ok(Some(_)) => fixed_ran += 1,
+                Ok(None) => {}
+                Err(d) => {
+                    return Err(format!(
+                        "{op:?} of `{text}` over {axes:?}, shape {shape:?}: {d}"
+                    ))
+                }
+            }
+        }
+    }
+    if fixed_ran < 25 {
+        return Err(format!("only {fixed_ran} of the fixed reductions ran"));
+    }
+    Ok(format!(
+        "{ran} random reductions ({outputs} outputs; {refused} refused alike by both) and {fixed_ran} fixed ones bit-identical to the CPU twin"
     ))
 }

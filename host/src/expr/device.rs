@@ -49,7 +49,17 @@ impl std::fmt::Debug for DeviceArg<'_> {
 }
 
 impl DeviceArg<'_> {
-    fn region(&self, gpu: &Gpu, operand: Operand) -> Result<Region<'_>> {
+    /// The tensor as a raw tensor at its first element.
+    pub(super) fn raw(&self) -> RawTensor<'_> {
+        RawTensor {
+            ptr: self.base(),
+            elem: self.elem,
+            shape: self.layout.shape(),
+            strides: self.layout.strides(),
+        }
+    }
+
+    pub(super) fn region(&self, gpu: &Gpu, operand: Operand) -> Result<Region<'_>> {
         if !self.buf.belongs_to(gpu) {
             return Err(Error::WrongDevice { operand });
         }

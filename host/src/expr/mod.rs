@@ -32,13 +32,16 @@
 //!
 //! **What runs where.** A compiled expression runs on the GPU on the interpreter's kernels
 //! (tier 0, [`Compiled::run`] and [`Compiled::launch`]) and on the CPU twin
-//! ([`Compiled::run_cpu`]), with the same interpreter code.
+//! ([`Compiled::run_cpu`]), with the same interpreter code. Its values reduce over axes in
+//! one pass ([`Compiled::reduce`], [`Compiled::reduce_cpu`]: `sum`, `prod`, `amin`, `amax`,
+//! `mean`, [`ReduceOp`]).
 
 mod ast;
 pub(crate) mod device;
 mod hoist;
 mod lower;
 mod parse;
+mod reduce;
 
 use crate::operand::HostOperands;
 pub use crate::operand::{HostTensor, HostTensorMut, RawTensor};
@@ -47,6 +50,7 @@ pub use device::DeviceArg;
 pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
 pub use parse::{Func, CASTS, FUNCTIONS};
+pub use reduce::ReduceOp;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
 };
