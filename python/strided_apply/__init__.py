@@ -49,13 +49,25 @@ Any elementwise expression is one call too (:func:`expr`): parsed once, its name
 keyword or in order of first appearance (``f.names``); a Python number passed for a name is
 a run-time scalar, so new values compile nothing new. Types promote as
 ``torch.result_type`` (numbers are weak) and the result rounds once. Expressions run on the
-CPU twin in this version; their GPU kernels are the next step:
+GPU's interpreter kernels for CUDA operands (nothing is compiled at run time) and on the CPU
+twin for host ones:
 
 >>> f = sa.expr("where(a > 0, a * s, b) + 1")
 >>> f.names
 ['a', 's', 'b']
 >>> f(a=a - 2, b=a, s=10).tolist()
 [[1.0, 2.0, 3.0], [11.0, 21.0, 31.0]]
+
+An expression's values reduce over axes in one pass, with no temporary (``sum``, ``prod``,
+``amin``, ``amax``, ``mean``; the arguments of a call, then ``dim``, ``keepdim``, ``out=``,
+``dtype=``, ``stream=``). Each value rounds once to the output type, then the reduction runs
+in the library's order, so the GPU and the CPU twin give the same bits:
+
+>>> g = sa.expr("(a - b) * (a - b)")
+>>> g.sum(a, b=np.float32([1, 1, 1]), dim=1).tolist()
+[2.0, 29.0]
+>>> g.amax(a, np.float32([1, 1, 1]), dim=None).item()
+16.0
 """
 
 from ._native import (  # noqa: F401
