@@ -327,33 +327,6 @@ impl Geometry {
         (oo as i32 as isize, io.map(|v| v as i32 as isize))
     }
 
-    /// The `n_in` inputs' offsets of reduced index `r` from the output's input bases.
-    #[inline(always)]
-    #[allow(unused_assignments)] // the last dimension's quotient
-    pub fn red_offsets(&self, mut r: u32, n_in: usize) -> [isize; MAX_INPUTS] {
-        let nred = self.nred as usize;
-        let mut off = [0u32; MAX_INPUTS];
-        if nred == 1 {
-            each_input!(n_in, |K| {
-                off[K] = r.wrapping_mul(self.red_strides[K][0]);
-            });
-        } else {
-            each_dim!(nred, |D| {
-                let cur = if D + 1 == nred {
-                    r
-                } else {
-                    let (q, rem) = self.red[D].divmod(r);
-                    r = q;
-                    rem
-                };
-                each_input!(n_in, |K| {
-                    off[K] = off[K].wrapping_add(cur.wrapping_mul(self.red_strides[K][D]));
-                });
-            });
-        }
-        off.map(|v| v as i32 as isize)
-    }
-
     /// The multi-index of reduced index `r` over the reduced dimensions (`red[0]`
     /// fastest; unused dimensions 0).
     #[inline(always)]
@@ -611,6 +584,8 @@ impl<F: Fn(usize) -> Instr, C: Fn(usize) -> u64> Walk<F, C> {
         slot: u32,
     ) -> Option<T> {
         let exact = self.out == T::CLASS.elem();
+        // `slot`'s walk, written out rather than shared: passed to one generic walk as a
+        // closure of typed lanes, the f32 kernel's lanes went to an 840-byte stack frame.
         let shift = self.w.trailing_zeros();
         let q =
             |p: u32| ((p >> shift) << (SLOT_BITS + shift)) + (slot << shift) + (p & (self.w - 1));

@@ -129,45 +129,7 @@ impl Compiled {
         inputs: &[HostTensor<'_>],
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
-        let p = self.bind(scalars)?;
-        self.check_count(inputs.len())?;
-        out.as_ref().check(NAMES[0], self.out)?;
-        for (k, t) in inputs.iter().enumerate() {
-            t.check(NAMES[k + 1], value::elem_of(p.inputs[k]))?;
-        }
-        fn raw<'a>(
-            data: *const u8,
-            elem: ElemType,
-            layout: &'a crate::layout::Layout,
-        ) -> RawTensor<'a> {
-            RawTensor {
-                ptr: data as u64,
-                elem,
-                shape: layout.shape(),
-                strides: layout.strides(),
-            }
-        }
-        // The layouts count from each slice's start; `RawTensor` from its pointer.
-        let offset = |l: &crate::layout::Layout, size: usize| l.offset() * size;
-        let out_raw = raw(
-            out.data
-                .as_mut_ptr()
-                .wrapping_add(offset(out.layout, self.out.size())),
-            self.out,
-            out.layout,
-        );
-        let ins: Vec<RawTensor<'_>> = inputs
-            .iter()
-            .map(|t| {
-                raw(
-                    t.data
-                        .as_ptr()
-                        .wrapping_add(offset(t.layout, t.elem.size())),
-                    t.elem,
-                    t.layout,
-                )
-            })
-            .collect();
+        let (out_raw, ins) = self.host_raw(out, inputs, scalars)?;
         // SAFETY: `check` proved every element each layout reaches inside its slice and each
         // slice aligned for its element type; the output is a unique borrow, so nothing else
         // accesses it, and no input overlaps it.
@@ -176,6 +138,37 @@ impl Compiled {
 }
 
 impl Compiled {
+    /// Host slices as raw tensors at their layouts' first elements, after checking each
+    /// against the program's element types (bound to `scalars`) and its slice.
+    pub(crate) fn host_raw<'a>(
+        &self,
+        out: HostTensorMut<'a>,
+        inputs: &[HostTensor<'a>],
+        scalars: &[(&str, Scalar)],
+    ) -> Result<(RawTensor<'a>, Vec<RawTensor<'a>>)> {
+        let p = self.bind(scalars)?;
+        self.check_count(inputs.len())?;
+        out.as_ref().check(NAMES[0], self.out)?;
+        for (k, t) in inputs.iter().enumerate() {
+            t.check(NAMES[k + 1], value::elem_of(p.inputs[k]))?;
+        }
+        // The layouts count from each slice's start; `RawTensor` from its pointer.
+        fn raw<'a>(data: *const u8, elem: ElemType, l: &'a crate::layout::Layout) -> RawTensor<'a> {
+            RawTensor {
+                ptr: data.wrapping_add(l.offset() * elem.size()) as u64,
+                elem,
+                shape: l.shape(),
+                strides: l.strides(),
+            }
+        }
+        let o = raw(out.data.as_mut_ptr(), self.out, out.layout);
+        let ins = inputs
+            .iter()
+            .map(|t| raw(t.data.as_ptr(), t.elem, t.layout))
+            .collect();
+        Ok((o, ins))
+    }
+
     /// [`run_cpu`](Self::run_cpu) over raw host pointers, for callers that hold addresses
     /// rather than slices (a Python module, a framework's host tensors): the same checks,
     /// plan and aliasing rules, so an input may be the output element-wise in place

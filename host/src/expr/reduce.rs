@@ -291,25 +291,7 @@ impl Compiled {
         scalars: &[(&str, Scalar)],
         axes: &[usize],
     ) -> Result<()> {
-        let p = self.bind(scalars)?;
-        self.check_count(inputs.len())?;
-        out.as_ref().check(NAMES[0], self.out)?;
-        for (k, t) in inputs.iter().enumerate() {
-            t.check(NAMES[k + 1], value::elem_of(p.inputs[k]))?;
-        }
-        fn raw(data: *const u8, elem: ElemType, l: &Layout) -> RawTensor<'_> {
-            RawTensor {
-                ptr: data.wrapping_add(l.offset() * elem.size()) as u64,
-                elem,
-                shape: l.shape(),
-                strides: l.strides(),
-            }
-        }
-        let o = raw(out.data.as_mut_ptr(), self.out, out.layout);
-        let ins: Vec<RawTensor<'_>> = inputs
-            .iter()
-            .map(|t| raw(t.data.as_ptr(), t.elem, t.layout))
-            .collect();
+        let (o, ins) = self.host_raw(out, inputs, scalars)?;
         // SAFETY: `check` proved every element each layout reaches inside its slice and
         // aligned; the output is a unique borrow.
         unsafe { self.reduce_cpu_raw(op, o, &ins, scalars, axes) }
