@@ -85,14 +85,62 @@ pub fn fast_class(p: &Program) -> Option<Class> {
         .then_some(class)
 }
 
+/// The first dispatch code of an op in [`fast_word`]: the codes below it are loads, `input
+/// * 4 + slot`.
+const LOAD_CODES: u32 = (FAST_SLOTS * FAST_SLOTS) as u32;
+
+/// The fast path's dispatch word of instruction `i` ([`run_fast`]): the opcode and the stack
+/// slot it writes as one code in the low byte (a load: the input and the slot), its
+/// argument (a constant's index) in the next. The interpreter branches once per
+/// instruction, on the code; the GPU kernels compute the words once per block.
+#[inline(always)]
+pub fn fast_word(i: Instr) -> u32 {
+    let slots = FAST_SLOTS as u32 - 1;
+    let at = (i.depth as u32).wrapping_sub(Opcode::arity_of(i.op) as u32) & slots;
+    let code = if i.op == Opcode::Load as u8 {
+        (i.arg as u32 & slots) * FAST_SLOTS as u32 + at
+    } else {
+        LOAD_CODES + i.op as u32 * FAST_SLOTS as u32 + at
+    };
+    (code & 0xff) | (i.arg as u32) << 8
+}
+
+/// The codes of [`fast_word`] that write stack slot `$a`, a constant per op (the patterns
+/// of the fast interpreter's one `match`).
+macro_rules! slot_codes {
+    ($m:ident $a:literal; $($op:ident $n:tt),*) => {
+        #[allow(non_upper_case_globals)]
+        mod $m {
+            use super::{Opcode, FAST_SLOTS, LOAD_CODES};
+            $(pub const $op: u32 = LOAD_CODES + Opcode::$op as u32 * FAST_SLOTS as u32 + $a;)*
+        }
+    };
+}
+
+/// `$cb!($($args)* op arity, …)` over the ops of the fast path: `Const` (arity 0), then
+/// every op [`fast_class`] admits.
+macro_rules! fast_ops {
+    ($cb:ident! $($args:tt)*) => {
+        $cb! {$($args)*
+            Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
+            Sigmoid 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
+    };
+}
+fast_ops!(slot_codes! s0 0;);
+fast_ops!(slot_codes! s1 1;);
+fast_ops!(slot_codes! s2 2;);
+fast_ops!(slot_codes! s3 3;);
+const _: () = assert!(FAST_SLOTS == 4 && LOAD_CODES + (Opcode::Clamp as u32 + 1) * 4 <= 256);
+
 /// The fast path of [`run`] for a program of one numeric math type `T` ([`fast_class`]):
 /// stack slots are `K` values of `T` (registers on the GPU, no encoding), `inputs[k]` is
-/// input `k`'s `K` lanes in `T`, and one dispatch serves `K` elements. The same ops as
-/// [`run`], so the same bits.
+/// input `k`'s `K` lanes in `T`, and one dispatch serves `K` elements. The program comes as
+/// its [`fast_word`]s (`word(pc)` for `pc < len`). The same ops as [`run`], so the same
+/// bits.
 #[inline(always)]
 pub fn run_fast<T: Eval, const K: usize>(
     len: usize,
-    instr: impl Fn(usize) -> Instr,
+    word: impl Fn(usize) -> u32,
     konst: impl Fn(usize) -> u64,
     inputs: &[[T; K]; FAST_SLOTS],
 ) -> [T; K] {
@@ -101,79 +149,55 @@ pub fn run_fast<T: Eval, const K: usize>(
     let n = len.min(MAX_INSTRS);
     let mut pc = 0;
     while pc < n {
-        let ins = instr(pc);
-        let at = (ins.depth as usize).wrapping_sub(Opcode::arity_of(ins.op));
-        // One dispatch on (opcode, slot) per instruction, as the CUDA C probe's stack
-        // machine: in each arm the op and the slots are constants, so the slots stay in
-        // registers without selects and the lanes are that op's code only.
-        macro_rules! by_slot {
-            (|$a:ident| $body:block) => {
-                match at & 3 {
-                    0 => {
-                        const $a: usize = 0;
-                        $body
-                    }
-                    1 => {
-                        const $a: usize = 1;
-                        $body
-                    }
-                    2 => {
-                        const $a: usize = 2;
-                        $body
-                    }
-                    _ => {
-                        const $a: usize = 3;
-                        $body
-                    }
-                }
-            };
-        }
-        macro_rules! arms {
-            ($($op:ident $n:tt),*) => {
-                match Opcode::from_code(ins.op) {
-                    Some(Opcode::Load) => {
-                        let v = slot4(inputs, ins.arg as usize);
-                        by_slot!(|A| { s[A] = v; })
-                    }
-                    Some(Opcode::Const) => {
-                        let v = [T::dec(konst(ins.arg as usize % MAX_CONSTS)); K];
-                        by_slot!(|A| { s[A] = v; })
-                    }
-                    $(Some(Opcode::$op) => by_slot!(|A| { arms!(@lanes A $op $n) }),)*
-                    _ => {}
-                }
-            };
-            (@lanes $a:ident $op:ident 1) => {{
+        let w = word(pc);
+        // One dispatch per instruction on its code, (opcode, slot), as the CUDA C probe's
+        // stack machine: in each arm the op and the slots are constants, so the slots stay
+        // in registers without selects and the lanes are that op's code only.
+        macro_rules! lanes {
+            ($a:literal Const 0) => {{
+                s[$a] = [T::dec(konst((w >> 8) as usize % MAX_CONSTS)); K];
+            }};
+            ($a:literal $op:ident 1) => {{
                 let x = s[$a];
                 s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
             }};
-            (@lanes $a:ident $op:ident 2) => {{
+            ($a:literal $op:ident 2) => {{
                 let (x, y) = (s[$a], s[($a + 1) & 3]);
                 s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
             }};
-            (@lanes $a:ident $op:ident 3) => {{
+            ($a:literal $op:ident 3) => {{
                 let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
                 s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
             }};
         }
-        arms!(
-            Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1, Sigmoid 1,
-            Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3
+        // The arms of each slot gathered in turn, then the one `match`.
+        macro_rules! dispatch {
+            ([$($arms:tt)*]; $m:ident $a:literal, $($rest:tt)*) => {
+                fast_ops!(dispatch! @slot [$($arms)*] [$($rest)*] $m $a;)
+            };
+            ([$($arms:tt)*];) => {
+                match w & 0xff {
+                    $($arms)*
+                    _ => {}
+                }
+            };
+            (@slot [$($arms:tt)*] [$($rest:tt)*] $m:ident $a:literal; $($op:ident $n:tt),*) => {
+                dispatch!([$($arms)* $($m::$op => lanes!($a $op $n),)*]; $($rest)*)
+            };
+        }
+        // Loads: code `input * 4 + slot`.
+        macro_rules! loads {
+            ($($c:literal $k:literal $a:literal),*) => {
+                dispatch!([$($c => s[$a] = inputs[$k],)*]; s0 0, s1 1, s2 2, s3 3,)
+            };
+        }
+        loads!(
+            0 0 0, 1 0 1, 2 0 2, 3 0 3, 4 1 0, 5 1 1, 6 1 2, 7 1 3,
+            8 2 0, 9 2 1, 10 2 2, 11 2 3, 12 3 0, 13 3 1, 14 3 2, 15 3 3
         );
         pc += 1;
     }
     s[0]
-}
-
-/// Element `i % 4` of a 4-slot array through constant indices only.
-#[inline(always)]
-fn slot4<T: Copy>(a: &[T; FAST_SLOTS], i: usize) -> T {
-    match i & 3 {
-        0 => a[0],
-        1 => a[1],
-        2 => a[2],
-        _ => a[3],
-    }
 }
 
 /// Element `i` of an 8-slot array through constant indices only (a GPU compiler can keep

@@ -7,7 +7,9 @@
 //!
 //! Each block first stages the program in shared memory (thread 0 copies it word by word
 //! from the parameter space at constant offsets; a parameter read at a run-time index, as
-//! `instrs[pc]`, would copy the whole parameter into a stack frame), then every thread runs
+//! `instrs[pc]`, would copy the whole parameter into a stack frame), and a fast path's
+//! kernel the dispatch word of each instruction
+//! ([`fast_word`](crate::eval::fast_word)), computed once per block; then every thread runs
 //! the grid-stride loop: load each input by its size and widen it to its math type, run
 //! the interpreter the CPU twin runs ([`run`](crate::eval::run), or
 //! [`run_fast`](crate::eval::run_fast) for the fast paths), and round the result once into
@@ -15,19 +17,23 @@
 //!
 //! # Safety (every kernel)
 //! The host (`strided_apply::expr`) launches these kernels only with a program its
-//! compiler checked, [`PROGRAM_BYTES`] of dynamic shared memory, one-dimensional blocks,
+//! compiler checked, [`STAGED_BYTES`] of dynamic shared memory, one-dimensional blocks,
 //! and the planner's invariants for the geometry: every offset of every operand for
 //! `i < n` lies in that operand's buffer (of the program's element type), output offsets
 //! are distinct, and an input that shares memory with the output does so only at the same
 //! offsets.
 
-use crate::ir::{Class, Program, MAX_INPUTS};
+use crate::ir::{Class, Program, MAX_INPUTS, MAX_INSTRS};
 
 /// Operands of one launch: the output, then the inputs.
 pub const OPERANDS: usize = MAX_INPUTS + 1;
 
-/// Bytes of dynamic shared memory every interpreter launch provides: the program.
+/// Bytes of a [`Program`].
 pub const PROGRAM_BYTES: u32 = core::mem::size_of::<Program>() as u32;
+
+/// Bytes of dynamic shared memory every interpreter launch provides for the staged program:
+/// the program, then the fast path's dispatch word of each instruction.
+pub const STAGED_BYTES: u32 = PROGRAM_BYTES + 4 * MAX_INSTRS as u32;
 
 /// The kernel image's module name (the crate's package name).
 pub const MODULE: &str = "strided-apply-expr";
@@ -121,15 +127,18 @@ pub fn vector_lanes(p: &Program) -> Option<usize> {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Pointers(pub [u64; OPERANDS]);
 
-const _: () = assert!(PROGRAM_BYTES.is_multiple_of(8) && PROGRAM_BYTES <= 48 * 1024);
+const _: () = assert!(
+    PROGRAM_BYTES.is_multiple_of(8) && STAGED_BYTES.is_multiple_of(8) && STAGED_BYTES <= 48 * 1024
+);
 
 #[cfg(target_arch = "nvptx64")]
 mod device {
-    use super::{Pointers, OPERANDS, PROGRAM_BYTES};
-    use crate::eval::{run, run_fast, Eval, FAST_SLOTS};
-    use crate::ir::{Class, Instr, Program, MAX_INPUTS};
+    use super::{Pointers, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
+    use crate::eval::{fast_word, run, run_fast, Eval, FAST_SLOTS};
+    use crate::ir::{Class, Instr, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
     use crate::value::{elem_of, narrow, widen, Math};
+    use core::arch::nvptx;
     use gpu_kernels::device::{
         block_rows_and_grid, ld_shared_u32, shared_base, shared_base32, st_shared_u32,
         sync_threads, sync_warp, thread_range, tile_thread, WARP,
@@ -166,13 +175,16 @@ mod device {
         (@lo $f:ident, $h:literal, $($l:literal)*) => { $( $f($h * 10 + $l); )* };
     }
 
-    /// Copies the program into this block's shared memory; returns its shared address.
+    /// Copies the program into this block's shared memory, and with `words` (a fast path's
+    /// kernel) the dispatch word of each instruction after it ([`word`]); returns the
+    /// program's shared address.
     ///
     /// # Safety
-    /// The launch provides [`PROGRAM_BYTES`] of dynamic shared memory, and every thread of
-    /// the block calls this once, before any other shared-memory access.
+    /// The launch provides [`STAGED_BYTES`] of dynamic shared memory, and every thread of
+    /// the block calls this once, with the same `words`, before any other shared-memory
+    /// access.
     #[inline(always)]
-    unsafe fn stage(p: &Program) -> u32 {
+    unsafe fn stage(p: &Program, words: bool) -> u32 {
         let base = shared_base32();
         if tile_thread().0 == 0 {
             const WORDS: usize = PROGRAM_BYTES as usize / 4;
@@ -190,7 +202,30 @@ mod device {
             hundred!(copy);
         }
         sync_threads();
+        if words {
+            // SAFETY: reading special registers has no preconditions.
+            let (tid, threads) = unsafe { (nvptx::_thread_idx_x(), nvptx::_block_dim_x()) };
+            let mut pc = tid as usize;
+            while pc < MAX_INSTRS {
+                // SAFETY: below STAGED_BYTES, aligned; the program is staged.
+                unsafe {
+                    st_shared_u32(
+                        base + PROGRAM_BYTES + 4 * pc as u32,
+                        fast_word(fetch(base, pc)),
+                    )
+                };
+                pc += threads as usize;
+            }
+            sync_threads();
+        }
         base
+    }
+
+    /// The fast path's dispatch word of instruction `pc` ([`fast_word`]), as staged.
+    #[inline(always)]
+    fn word(base: u32, pc: usize) -> u32 {
+        // SAFETY: `pc < MAX_INSTRS` (the interpreter's bound), inside the staged words.
+        unsafe { ld_shared_u32(base + PROGRAM_BYTES + 4 * pc as u32) }
     }
 
     /// Instruction `pc` of the staged program.
@@ -302,6 +337,10 @@ mod device {
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
+        // Element sizes once, before the loop (a size is a table lookup, a global load: in
+        // the loop it delays every input's load).
+        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
+        let out_size = out.size();
         let n = n as u64;
         let mut i = first as u64;
         while i < n {
@@ -327,7 +366,7 @@ mod device {
                 if KK < n_in {
                     let offs: [isize; K] = core::array::from_fn(|j| offset(KK + 1, j));
                     // SAFETY: input KK's offsets for the live lanes (module contract).
-                    raw[KK] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, ins[KK].size()) };
+                    raw[KK] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, size[KK]) };
                 }
             });
             let mut x = [[T::dec(0); K]; FAST_SLOTS];
@@ -336,11 +375,11 @@ mod device {
                     x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
                 }
             });
-            let v = run_fast::<T, K>(len, |pc| fetch(base, pc), |c| konst(base, c), &x);
+            let v = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
             let offs: [isize; K] = core::array::from_fn(|j| offset(0, j));
             let bits = narrow_lanes::<T, K>(&v, out);
             // SAFETY: the output's offsets for the live lanes (module contract).
-            unsafe { store_lanes(ptrs.0[0], &offs, &live, out.size(), &bits) };
+            unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };
             i += K as u64 * step as u64;
         }
     }
@@ -520,6 +559,11 @@ mod device {
         // geometry is read at constant offsets.
         let ndim = 2;
         let flat = g.sizes[1] == 1;
+        // Element sizes and strides once, before the loop (a size is a table lookup, a
+        // global load: in the loop it delays every input's load).
+        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
+        let unit: [bool; FAST_SLOTS] = core::array::from_fn(|k| g.strides[k + 1][0] == 1);
+        let out_size = out.size();
         let vectors = n.div_ceil(K as u32);
         let mut v = first;
         while v < vectors {
@@ -532,11 +576,9 @@ mod device {
             each_fast_input!(|KK| {
                 if KK < n_in {
                     let off = offset_at(g, &c, ndim, KK + 1);
-                    let unit = g.strides[KK + 1][0] == 1;
                     // SAFETY: the vectorised contract for input KK.
-                    raw[KK] = unsafe {
-                        load_input(ptrs.0[KK + 1], off, ins[KK].size(), unit, full, &live)
-                    };
+                    raw[KK] =
+                        unsafe { load_input(ptrs.0[KK + 1], off, size[KK], unit[KK], full, &live) };
                 }
             });
             let mut x = [[T::dec(0); K]; FAST_SLOTS];
@@ -545,7 +587,7 @@ mod device {
                     x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
                 }
             });
-            let r = run_fast::<T, K>(len, |pc| fetch(base, pc), |c| konst(base, c), &x);
+            let r = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
             let bits = narrow_lanes::<T, K>(&r, out);
             let off = offset_at(g, &c, ndim, 0);
             macro_rules! store {
@@ -560,7 +602,7 @@ mod device {
                     }
                 };
             }
-            match out.size() {
+            match out_size {
                 1 => store!(1),
                 2 => store!(2),
                 4 => store!(4),
@@ -700,7 +742,7 @@ mod device {
         ndim: usize,
     ) {
         // SAFETY: the module contract's shared memory; called once by every thread.
-        let base = unsafe { stage(p) };
+        let base = unsafe { stage(p, !matches!(path, Path::General)) };
         let (first, step) = thread_range::<u32>();
         // SAFETY (both): forwarded; the host launches a fast kernel only for a program of
         // its math type (`Program::fast`).
@@ -783,7 +825,7 @@ mod device {
         ptrs: &Pointers,
     ) {
         // SAFETY: the module contract's shared memory; called once by every thread.
-        let base = unsafe { stage(p) };
+        let base = unsafe { stage(p, true) };
         let (first, step) = thread_range::<u32>();
         macro_rules! go {
             ($t:ty, $r:ty, $i:literal, $class:ident) => {{
@@ -931,7 +973,7 @@ mod device {
     /// `SLOTS >> row_shift` consecutive outputs, thread `t` folding slot `t % (1 <<
     /// row_shift)` of output `t >> row_shift` among them; one group's value is the output,
     /// more go to the scratch. Any grid: block `k` takes the logical blocks `k, k + grid,
-    /// …`. `SLOTS` threads, [`PROGRAM_BYTES`] + `8 * SLOTS` bytes of dynamic shared memory.
+    /// …`. `SLOTS` threads, [`STAGED_BYTES`] + `8 * SLOTS` bytes of dynamic shared memory.
     ///
     /// # Safety
     /// The module contract's program (a fast kernel only for a program of its path), the
@@ -945,8 +987,14 @@ mod device {
         scratch: u64,
     ) {
         // SAFETY: the launch's shared memory; called once by every thread.
-        let base = unsafe { stage(p) };
-        let walk = Walk::new(p, g, |pc| fetch(base, pc), |c| konst(base, c));
+        let base = unsafe { stage(p, !matches!(path, Path::General)) };
+        let walk = Walk::new(
+            p,
+            g,
+            |pc| fetch(base, pc),
+            |pc| word(base, pc),
+            |c| konst(base, c),
+        );
         let (tid, _, first) = tile_thread();
         let (_, grid) = block_rows_and_grid();
         // Each block takes the logical blocks `first, first + grid, …` (the program staged
@@ -968,9 +1016,9 @@ mod device {
     /// As [`reduce_groups`]; every thread of the block calls it with the same `bid`.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn reduce_block<F: Fn(usize) -> Instr, C: Fn(usize) -> u64>(
+    unsafe fn reduce_block<F: Fn(usize) -> Instr, W: Fn(usize) -> u32, C: Fn(usize) -> u64>(
         path: Path,
-        walk: &Walk<F, C>,
+        walk: &Walk<F, W, C>,
         g: &reduce::Geometry,
         ptrs: &Pointers,
         scratch: u64,
@@ -1012,11 +1060,11 @@ mod device {
             Path::U8 => fast!(u8),
         };
         let v = v.unwrap_or(0);
-        // SAFETY: the launch's shared memory holds `SLOTS` accumulators after the program
-        // (8-byte aligned: `PROGRAM_BYTES` is a multiple of 8); every thread calls the
-        // tree with the same `shift <= SLOT_BITS`.
+        // SAFETY: the launch's shared memory holds `SLOTS` accumulators after the staged
+        // program (8-byte aligned: `STAGED_BYTES` is a multiple of 8); every thread calls
+        // the tree with the same `shift <= SLOT_BITS`.
         let v = unsafe {
-            let sm = shared_base().add(PROGRAM_BYTES as usize) as *mut u64;
+            let sm = shared_base().add(STAGED_BYTES as usize) as *mut u64;
             segment_tree(&walk.fold, sm, v, tid, shift, g.used(len, walk.w))
         };
         if live && slot == 0 {
@@ -1074,7 +1122,7 @@ mod device {
         scratch: u64,
     ) {
         // The walk's program is not read here: its output type and reduction only.
-        let walk = Walk::new(&p, &g, |_| Instr::default(), |_| 0);
+        let walk = Walk::new(&p, &g, |_| Instr::default(), |_| 0, |_| 0);
         let (tid, _, o) = tile_thread();
         let sm = shared_base() as *mut u64;
         let mut l = tid;

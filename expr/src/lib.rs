@@ -19,7 +19,7 @@
 //! checked program; an unchecked one cannot make it read or write out of bounds (every
 //! index is masked), only compute garbage.
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
 
 // The host build is also a cdylib (the nvptx build's crate type), which needs std's
 // panic handler; the GPU build has gpu-kernels' own.

@@ -19,7 +19,7 @@
 //! The walk over one slot ([`Walk::slot`]) is this module's code on the GPU and in the CPU
 //! twin alike; the trees are [`tree`]'s pairing.
 
-use crate::eval::{run, run_fast, Eval, FAST_SLOTS};
+use crate::eval::{fast_word, run, run_fast, Eval, FAST_SLOTS};
 use crate::ir::{Class, Instr, Program, MAX_INPUTS};
 use crate::value::{elem_of, narrow, widen, Math};
 use gpu_kernels::elem::ElemType;
@@ -449,10 +449,12 @@ pub unsafe fn load_lanes<const L: usize>(
     }
 }
 
-/// One thread's view of a reduction: the program (read through `fetch` and `konst`, from
-/// shared memory on the GPU, from the value in the twin) and the operands' addresses.
-pub struct Walk<F, C> {
+/// One thread's view of a reduction: the program (read through `fetch`, `word` (the fast
+/// path's [`fast_word`](crate::eval::fast_word)s) and `konst`, from shared memory on the
+/// GPU, from the value in the twin) and the operands' addresses.
+pub struct Walk<F, W, C> {
     pub fetch: F,
+    pub word: W,
     pub konst: C,
     pub len: usize,
     pub n_in: usize,
@@ -464,14 +466,16 @@ pub struct Walk<F, C> {
     pub w: u32,
 }
 
-impl<F: Fn(usize) -> Instr, C: Fn(usize) -> u64> Walk<F, C> {
-    /// The walk of program `p` (its metadata; the instructions come from `fetch`).
+impl<F: Fn(usize) -> Instr, W: Fn(usize) -> u32, C: Fn(usize) -> u64> Walk<F, W, C> {
+    /// The walk of program `p` (its metadata; the instructions come from `fetch` and
+    /// `word`).
     #[inline(always)]
-    pub fn new(p: &Program, g: &Geometry, fetch: F, konst: C) -> Self {
+    pub fn new(p: &Program, g: &Geometry, fetch: F, word: W, konst: C) -> Self {
         let out = elem_of(p.out);
         let class = Class::of(out).unwrap_or(Class::F32);
         Walk {
             fetch,
+            word,
             konst,
             len: p.len as usize,
             n_in: p.n_inputs as usize,
@@ -565,7 +569,7 @@ impl<F: Fn(usize) -> Instr, C: Fn(usize) -> u64> Walk<F, C> {
         each_fast_input!(n_in, |K| {
             x[K] = raw[K].map(|v| T::dec(widen(self.ins[K], v)));
         });
-        run_fast::<T, L>(self.len, &self.fetch, &self.konst, &x)
+        run_fast::<T, L>(self.len, &self.word, &self.konst, &x)
     }
 
     /// Slot `slot`'s value for a program of the fast path of `T` whose output's math type
@@ -697,6 +701,7 @@ pub unsafe fn group_value(
         p,
         g,
         |pc| p.instrs[pc % p.instrs.len()],
+        |pc| fast_word(p.instrs[pc % p.instrs.len()]),
         |c| p.consts[c % p.consts.len()],
     );
     let (_, io) = g.kept_offsets(o, walk.n_in);
@@ -723,6 +728,7 @@ pub fn output_bits(p: &Program, g: &Geometry, o: u32, accs: &mut [u64]) -> (isiz
         p,
         g,
         |pc| p.instrs[pc % p.instrs.len()],
+        |pc| fast_word(p.instrs[pc % p.instrs.len()]),
         |c| p.consts[c % p.consts.len()],
     );
     let (oo, _) = g.kept_offsets(o, 0);

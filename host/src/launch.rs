@@ -209,10 +209,7 @@ fn vec_geometry<const N: usize>(
     }
 }
 
-/// The tiled variant's geometry when it applies: a 32-bit plan of at most 5 dimensions whose
-/// output has unit stride on axis 0 while some input has unit stride on another axis `j`.
-/// Axes are reordered to `[0, j, batch…]`, the batch axes by that input's strides; inputs
-/// not coalesced along axis 0 are staged.
+/// The tiled variant's geometry when it applies ([`tile_axes`]).
 /// With 2-byte operands (the paired form) the operands whose pairs are aligned words are
 /// marked ([`pairs_aligned`]).
 fn tiled_geometry<const N: usize>(
@@ -221,35 +218,10 @@ fn tiled_geometry<const N: usize>(
     ptrs: &[u64; N],
     elem_sizes: &[usize; N],
 ) -> Option<(Geometry<u32, 5, N>, TileArg, LaunchShape)> {
-    let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
-    if names.tiled.is_empty() || !fits || plan.strides[0][0] != 1 {
+    if names.tiled.is_empty() {
         return None;
     }
-    let slow = |k: usize| !matches!(plan.strides[k][0], -1..=1);
-    let (j, k) = (1..plan.ndim).find_map(|d| {
-        (1..N)
-            .find(|&k| slow(k) && plan.strides[k][d].abs() == 1)
-            .map(|k| (d, k))
-    })?;
-    // Batch axes in the order of input k's strides, so consecutive blocks read consecutive
-    // memory of it (in the output's order the bf16 permuted copy ran 3-4 % slower:
-    // `benches/NOTES.md`, "Tiles").
-    let mut order: Vec<usize> = [0, j]
-        .into_iter()
-        .chain((1..plan.ndim).filter(|&d| d != j))
-        .collect();
-    order[2..].sort_by_key(|&d| plan.strides[k][d].unsigned_abs());
-    let mut g = Geometry::<u32, 5, N>::empty();
-    g.ndim = plan.ndim as u32;
-    for (to, &from) in order.iter().enumerate() {
-        g.sizes[to] = plan.sizes[from] as u32;
-        for k in 0..N {
-            g.strides[k][to] = plan.strides[k][from] as i32 as u32;
-        }
-    }
-    let mut staged = (1..N)
-        .filter(|&k| slow(k))
-        .fold(0u32, |m, k| m | 1 << (k - 1));
+    let (g, mut staged) = tile_axes(plan)?;
     let tile = gpu_kernels::tile_shape(elem_sizes);
     if tile.paired {
         for k in 0..N {
@@ -285,6 +257,43 @@ fn tiled_geometry<const N: usize>(
             shared_bytes: shared as u32,
         },
     ))
+}
+
+/// The axes of a tiled launch, when a plan has them: a 32-bit plan of at most 5 dimensions
+/// whose output has unit stride on axis 0 while some input has unit stride on another axis
+/// `j`. Axes are reordered to `[0, j, batch…]`, the batch axes by that input's strides; the
+/// inputs not coalesced along axis 0 are staged (bit `k - 1` of the mask: input `k`).
+pub(crate) fn tile_axes<const N: usize>(plan: &Plan<N>) -> Option<(Geometry<u32, 5, N>, u32)> {
+    let fits = matches!(plan.variant, Variant::D2 | Variant::D3 | Variant::Dn) && plan.ndim <= 5;
+    if !fits || plan.strides[0][0] != 1 {
+        return None;
+    }
+    let slow = |k: usize| !matches!(plan.strides[k][0], -1..=1);
+    let (j, k) = (1..plan.ndim).find_map(|d| {
+        (1..N)
+            .find(|&k| slow(k) && plan.strides[k][d].abs() == 1)
+            .map(|k| (d, k))
+    })?;
+    // Batch axes in the order of input k's strides, so consecutive blocks read consecutive
+    // memory of it (in the output's order the bf16 permuted copy ran 3-4 % slower:
+    // `benches/NOTES.md`, "Tiles").
+    let mut order: Vec<usize> = [0, j]
+        .into_iter()
+        .chain((1..plan.ndim).filter(|&d| d != j))
+        .collect();
+    order[2..].sort_by_key(|&d| plan.strides[k][d].unsigned_abs());
+    let mut g = Geometry::<u32, 5, N>::empty();
+    g.ndim = plan.ndim as u32;
+    for (to, &from) in order.iter().enumerate() {
+        g.sizes[to] = plan.sizes[from] as u32;
+        for k in 0..N {
+            g.strides[k][to] = plan.strides[k][from] as i32 as u32;
+        }
+    }
+    let staged = (1..N)
+        .filter(|&k| slow(k))
+        .fold(0u32, |m, k| m | 1 << (k - 1));
+    Some((g, staged))
 }
 
 /// Whether every pair of 2-byte elements of operand `k` that a paired tile moves — the

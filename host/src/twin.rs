@@ -333,7 +333,7 @@ unsafe fn fast_run<T: strided_apply_expr::eval::Eval>(
     run: &Run<'_>,
 ) {
     let Run { elems, len, .. } = *run;
-    use strided_apply_expr::eval::{run_fast, FAST_SLOTS};
+    use strided_apply_expr::eval::{fast_word, run_fast, FAST_SLOTS};
     use strided_apply_expr::value;
     use strided_apply_expr::Class;
     let result = Class::from_code(p.result).unwrap_or(Class::F32);
@@ -350,7 +350,7 @@ unsafe fn fast_run<T: strided_apply_expr::eval::Eval>(
         }
         let r = run_fast::<T, PROGRAM_LANES>(
             p.len as usize,
-            |pc| p.instrs[pc % p.instrs.len()],
+            |pc| fast_word(p.instrs[pc % p.instrs.len()]),
             |c| p.consts[c % p.consts.len()],
             &inputs,
         );

@@ -15,7 +15,7 @@ use cudarc::driver::sys::CUstream;
 use gpu_kernels::elem::{Elem, ElemType};
 use gpu_kernels::{Geometry, Variant, MAX_DIMS};
 use std::ffi::c_void;
-use strided_apply_expr::kernel::{self, Pointers, OPERANDS, PROGRAM_BYTES};
+use strided_apply_expr::kernel::{self, Pointers, OPERANDS, STAGED_BYTES};
 use strided_apply_expr::{value, Program, MAX_INPUTS};
 
 pub use gpu_kernels::dispatch::Scalar;
@@ -573,7 +573,7 @@ unsafe fn one<const D: usize, const N: usize>(
         &all as *const Pointers as *mut c_void,
     ];
     let shape = LaunchShape {
-        shared_bytes: PROGRAM_BYTES,
+        shared_bytes: STAGED_BYTES,
         ..gpu.shape_1d(numel)
     };
     // SAFETY: the parameter list is (Program, u32, Geometry<u32, D, OPERANDS>, Pointers) as

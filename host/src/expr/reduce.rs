@@ -49,7 +49,7 @@ use gpu_kernels::dispatch::Scalar;
 use gpu_kernels::elem::{Elem, ElemType};
 use rayon::prelude::*;
 use std::ffi::c_void;
-use strided_apply_expr::kernel::{Pointers, MODULE, OPERANDS, PROGRAM_BYTES};
+use strided_apply_expr::kernel::{Pointers, MODULE, OPERANDS, STAGED_BYTES};
 pub use strided_apply_expr::reduce::ReduceOp;
 use strided_apply_expr::reduce::{
     self as body, Geometry, FINAL_BLOCK, FINAL_KERNEL, KEPT_DIMS, RED_DIMS, SLOTS,
@@ -261,7 +261,7 @@ impl Compiled {
                 .blocks
                 .min(gpu.sm_count().saturating_mul(PERSISTENT_PER_SM).max(1)),
             block: (SLOTS, 1),
-            shared_bytes: PROGRAM_BYTES + 8 * SLOTS,
+            shared_bytes: STAGED_BYTES + 8 * SLOTS,
         };
         // SAFETY: the parameter list is (Program, Geometry, Pointers, u64) as both kernels
         // declare; `plan` proved the geometry's invariants for these operands (types,

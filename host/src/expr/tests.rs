@@ -2161,6 +2161,97 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
     }
 }
 
+/// The fast interpreter (one dispatch per instruction on its precomputed word) gives the
+/// general interpreter's bits for random programs of every fast math type, and every
+/// (opcode, slot) and (input, slot) has a dispatch code of its own.
+#[test]
+fn the_fast_path_gives_the_general_interpreters_bits() {
+    use strided_apply_expr::eval::{fast_class, fast_word, run_fast, Eval, FAST_SLOTS};
+    use strided_apply_expr::ir::{Instr, Opcode};
+    // Distinct codes: loads by (input, slot), every other op by (opcode, slot).
+    let mut seen = std::collections::HashMap::new();
+    for (op, arity) in Opcode::ALL.iter().map(|&o| (o, o.arity())) {
+        for slot in 0..FAST_SLOTS as u8 {
+            let inputs = if op == Opcode::Load {
+                FAST_SLOTS as u8
+            } else {
+                1
+            };
+            for arg in 0..inputs {
+                let i = Instr {
+                    op: op as u8,
+                    class: 0,
+                    depth: slot + arity as u8,
+                    arg,
+                };
+                let code = fast_word(i) & 0xff;
+                if let Some(other) = seen.insert(code, (op, slot, arg)) {
+                    panic!("{op:?} slot {slot} input {arg} shares code {code} with {other:?}");
+                }
+            }
+        }
+    }
+    fn check<T: Eval>(p: &Program, vals: &[[u64; 4]], text: &str) {
+        let mut fast = [[T::dec(0); 4]; FAST_SLOTS];
+        let mut general = [[0u64; 4]; MAX_INPUTS];
+        for (k, lanes) in vals.iter().enumerate() {
+            fast[k] = lanes.map(T::dec);
+            general[k] = *lanes;
+        }
+        let got = run_fast::<T, 4>(
+            p.len as usize,
+            |pc| fast_word(p.instrs[pc]),
+            |c| p.consts[c],
+            &fast,
+        );
+        let want = strided_apply_expr::eval(p, &general);
+        assert_eq!(got.map(|v| v.enc()), want, "{text} on {vals:x?}");
+    }
+    let mut r = Rng::new(31);
+    let names = ["a", "b", "c"];
+    let mut ran = [0usize; 6];
+    for t in [F32, BF16, F64, I32, I64, U32, U8] {
+        let class = Class::of(t).unwrap();
+        let mut tried = 0;
+        while tried < 300 {
+            let text = gen_num(
+                &mut r,
+                4,
+                &Gen {
+                    names: &names,
+                    scalar: false,
+                },
+            );
+            let e = parse(&text);
+            let args = tensors(&e.names().into_iter().map(|n| (n, t)).collect::<Vec<_>>());
+            let Ok(c) = e.compile(&args, None) else {
+                continue;
+            };
+            let p = c.program();
+            if fast_class(p) != Some(class) {
+                continue;
+            }
+            tried += 1;
+            let vals: Vec<[u64; 4]> = (0..p.n_inputs)
+                .map(|_| std::array::from_fn(|_| value::widen(t, random_value(&mut r, t))))
+                .collect();
+            match class {
+                Class::F32 => check::<f32>(p, &vals, &text),
+                Class::F64 => check::<f64>(p, &vals, &text),
+                Class::I32 => check::<i32>(p, &vals, &text),
+                Class::I64 => check::<i64>(p, &vals, &text),
+                Class::U32 => check::<u32>(p, &vals, &text),
+                _ => check::<u8>(p, &vals, &text),
+            }
+            ran[Class::ALL.iter().position(|&x| x == class).unwrap()] += 1;
+        }
+    }
+    assert!(
+        ran.iter().all(|&n| n >= 300),
+        "fast programs run per class: {ran:?}"
+    );
+}
+
 /// Values of `p` at one element, its inputs given in their math types.
 fn eval_at(p: &Program, inputs: &[u64]) -> u64 {
     let mut x = [[0u64; 1]; MAX_INPUTS];
