@@ -122,6 +122,49 @@ pub fn vector_lanes(p: &Program) -> Option<usize> {
     fast_path(p).map(|i| VECTOR_LANES[i])
 }
 
+/// The tiled kernels (`expr_t*`, the fast paths only, in the order of [`FAST_PATHS`]): tiles
+/// of `TILE × TILE` elements of axes 0 × 1, the output's unit-stride axis and a staged
+/// input's. The inputs marked in `TileArg::staged` (bit `k`: input `k`) are read through
+/// shared memory, consecutive threads along axis 1, and the tile is computed and stored
+/// with consecutive threads along axis 0; the others are read in place. Parameters
+/// `(program, tiles, TileArg, Geometry<u32, 5, OPERANDS>, pointers)`: axes `[0, 1, batch…]`
+/// (unused axes of size 1), block `k` taking tiles `k, k + grid, …` below `tiles`. Their
+/// contract, beyond the module's: blocks of `32 × TILE / lanes` threads ([`tile_lanes`]),
+/// [`tile_shared_bytes`] of dynamic shared memory, `tiles` the product of the tile counts
+/// and the batch sizes, below 2^31.
+pub const TILED_NAMES: [&str; 6] = [
+    "expr_tf", "expr_td", "expr_ti", "expr_tl", "expr_tu", "expr_tb",
+];
+
+/// Elements of a tile's side.
+pub const TILE: u32 = 32;
+
+/// Elements per thread and dispatch of the tiled kernels, by fast path: rows of the tile
+/// (two for 8-byte math, whose values take two registers each).
+pub const TILE_LANES: [usize; 6] = [4, 2, 4, 2, 4, 4];
+
+/// Bytes of a staged value, by fast path: the raw bits as loaded, 8 bytes for 8-byte math.
+const TILE_RAW_BYTES: [u32; 6] = [4, 8, 4, 8, 4, 4];
+
+/// `p`'s tiled kernel, `None` off the fast paths.
+pub fn tiled_name(p: &Program) -> Option<&'static str> {
+    fast_path(p).map(|i| TILED_NAMES[i])
+}
+
+/// The lanes of `p`'s tiled kernel ([`TILE_LANES`]).
+pub fn tile_lanes(p: &Program) -> Option<usize> {
+    fast_path(p).map(|i| TILE_LANES[i])
+}
+
+/// Dynamic shared memory of `p`'s tiled kernel: the staged program, then a stage of
+/// `TILE × (TILE + 1)` values per fast-path input (the padding column keeps the transposed
+/// reads free of bank conflicts).
+pub fn tile_shared_bytes(p: &Program) -> Option<u32> {
+    fast_path(p).map(|i| {
+        STAGED_BYTES + crate::eval::FAST_SLOTS as u32 * TILE * (TILE + 1) * TILE_RAW_BYTES[i]
+    })
+}
+
 /// Device addresses of the operands, the output first; unused entries are 0 and never read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -146,7 +189,7 @@ mod device {
     use gpu_kernels::elem::ElemType;
     use gpu_kernels::geometry::{Geometry, Index};
     use gpu_kernels::reduce::{Reduce, FINAL_BLOCK, MAX_GROUPS, SLOT_BITS};
-    use gpu_kernels::MAX_DIMS;
+    use gpu_kernels::{TileArg, MAX_DIMS};
 
     /// `$body` once for each constant `$k` of `0..8`, so arrays indexed by `$k` are read at
     /// constant offsets (parameters) or kept in registers (values).
@@ -921,6 +964,184 @@ mod device {
         "expr_d2" 2 (fixed 2);
         "expr_d3" 3 (fixed 3);
         "expr_d6" { super::D6_DIMS } run;
+    }
+
+    /// Stores `v` (its low 4 bytes, or 8 for `R = u64`) at shared address `at`.
+    ///
+    /// # Safety
+    /// `at` is inside the launch's shared memory, aligned to `size_of::<R>()`.
+    #[inline(always)]
+    unsafe fn st_raw<R: Raw>(at: u32, v: u64) {
+        // SAFETY: the caller's.
+        unsafe {
+            st_shared_u32(at, v as u32);
+            if core::mem::size_of::<R>() == 8 {
+                st_shared_u32(at + 4, (v >> 32) as u32);
+            }
+        }
+    }
+
+    /// The value [`st_raw`] stored at `at`.
+    ///
+    /// # Safety
+    /// As [`st_raw`].
+    #[inline(always)]
+    unsafe fn ld_raw<R: Raw>(at: u32) -> R {
+        // SAFETY: the caller's.
+        unsafe {
+            let lo = ld_shared_u32(at) as u64;
+            R::from_u64(if core::mem::size_of::<R>() == 8 {
+                lo | (ld_shared_u32(at + 4) as u64) << 32
+            } else {
+                lo
+            })
+        }
+    }
+
+    /// The tiled kernels' loop (the contract at [`TILED_NAMES`](super::TILED_NAMES)): `K`
+    /// rows of the tile per thread and dispatch.
+    #[inline(always)]
+    unsafe fn tiled<T: Eval, R: Raw, const K: usize>(
+        p: &Program,
+        tiles: u32,
+        t: &TileArg,
+        g: &Geometry<u32, 5, OPERANDS>,
+        ptrs: &Pointers,
+    ) {
+        // SAFETY: the contract's shared memory; called once by every thread.
+        let base = unsafe { stage(p, true) };
+        let len = p.len as usize;
+        let n_in = p.n_inputs as usize;
+        let out = elem_of(p.out);
+        let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
+        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
+        let out_size = out.size();
+        const TILE: u32 = super::TILE;
+        let rows = TILE / K as u32;
+        let raw_bytes = core::mem::size_of::<R>() as u32;
+        // Input k's stage: TILE rows (axis-0 index in the tile) of TILE + 1 values.
+        let stage_of = |k: usize| base + STAGED_BYTES + k as u32 * TILE * (TILE + 1) * raw_bytes;
+        let staged = |k: usize| t.staged >> k & 1 != 0;
+        let (tx, ty, first) = tile_thread();
+        let (_, grid) = block_rows_and_grid();
+        let (n0, n1) = (g.sizes[0], g.sizes[1]);
+        let mut b = first;
+        while b < tiles {
+            let (r, x) = t.tiles_x.divmod(b);
+            let (r, y) = t.tiles_y.divmod(r);
+            let (r, c2) = t.batch[0].divmod(r);
+            let (c4, c3) = t.batch[1].divmod(r);
+            let (x0, y0) = (x * TILE, y * TILE);
+            // A whole tile inside the plan: every lane live, no bounds to check.
+            let full = x0 + TILE <= n0 && y0 + TILE <= n1;
+            // Operand k's offsets of K lanes: element (x0 + i, y0 + j) of this tile's batch,
+            // then steps of (di, dj) (32-bit wrapping, as the planner proved every offset
+            // in 32 bits).
+            let lanes_at = |k: usize, (i, j): (u32, u32), (di, dj): (u32, u32)| -> [isize; K] {
+                let s = &g.strides[k];
+                let o = (x0 + i)
+                    .wrapping_mul(s[0])
+                    .wrapping_add((y0 + j).wrapping_mul(s[1]))
+                    .wrapping_add(c2.wrapping_mul(s[2]))
+                    .wrapping_add(c3.wrapping_mul(s[3]))
+                    .wrapping_add(c4.wrapping_mul(s[4]));
+                let step = di.wrapping_mul(s[0]).wrapping_add(dj.wrapping_mul(s[1]));
+                core::array::from_fn(|l| o.wrapping_add(step.wrapping_mul(l as u32)).signed())
+            };
+            // Stage: thread (tx, ty) loads elements (ty + rows·l, tx) of each staged input,
+            // consecutive threads along axis 1.
+            let live: [bool; K] = core::array::from_fn(|l| {
+                full || (x0 + ty + rows * (l as u32) < n0 && y0 + tx < n1)
+            });
+            each_fast_input!(|KK| {
+                if KK < n_in && staged(KK) {
+                    let offs = lanes_at(KK + 1, (ty, tx), (rows, 0));
+                    // SAFETY: the live lanes are elements of the plan (module contract).
+                    let v: [R; K] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, size[KK]) };
+                    let at = stage_of(KK) + (ty * (TILE + 1) + tx) * raw_bytes;
+                    let mut l = 0;
+                    while l < K {
+                        // SAFETY: row ty + rows·l, column tx of input KK's stage.
+                        unsafe {
+                            st_raw::<R>(
+                                at + (l as u32 * rows * (TILE + 1)) * raw_bytes,
+                                v[l].bits(),
+                            )
+                        };
+                        l += 1;
+                    }
+                }
+            });
+            sync_threads();
+            // Compute: thread (tx, ty) takes elements (tx, ty + rows·l), consecutive
+            // threads along axis 0. A staged value is read whether live or not (in the
+            // stage either way; a dead lane's result is not stored).
+            let live: [bool; K] = core::array::from_fn(|l| {
+                full || (x0 + tx < n0 && y0 + ty + rows * (l as u32) < n1)
+            });
+            let mut raw = [[R::default(); K]; FAST_SLOTS];
+            each_fast_input!(|KK| {
+                if KK < n_in {
+                    raw[KK] = if staged(KK) {
+                        let at = stage_of(KK) + (tx * (TILE + 1) + ty) * raw_bytes;
+                        // SAFETY: row tx, columns ty + rows·l of input KK's stage.
+                        core::array::from_fn(|l| unsafe {
+                            ld_raw::<R>(at + l as u32 * rows * raw_bytes)
+                        })
+                    } else {
+                        let offs = lanes_at(KK + 1, (tx, ty), (0, rows));
+                        // SAFETY: the live lanes are elements of the plan (module contract).
+                        unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, size[KK]) }
+                    };
+                }
+            });
+            let mut x = [[T::dec(0); K]; FAST_SLOTS];
+            each_fast_input!(|KK| {
+                if KK < n_in {
+                    x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
+                }
+            });
+            let r = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
+            let bits = narrow_lanes::<T, K>(&r, out);
+            let offs = lanes_at(0, (tx, ty), (0, rows));
+            // SAFETY: the live lanes' output offsets (module contract).
+            unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };
+            // The stage is read to the end before the next tile's loads overwrite it.
+            sync_threads();
+            b = b.wadd(grid);
+        }
+    }
+
+    /// The tiled kernels, `expr_t` and the fast path's suffix.
+    macro_rules! tiled {
+        ($($suffix:literal $t:ty, $r:ty, $i:literal, $class:ident;)*) => {$(
+            const _: () = {
+                const K: usize = super::TILE_LANES[$i];
+                const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
+                #[export_name = concat!("expr_t", $suffix)]
+                #[allow(improper_ctypes_definitions)]
+                unsafe extern "ptx-kernel" fn entry(
+                    p: Program,
+                    tiles: u32,
+                    t: TileArg,
+                    g: Geometry<u32, 5, OPERANDS>,
+                    ptrs: Pointers,
+                ) {
+                    // SAFETY: the module contract and the tiled one; the host launches it
+                    // only for a program of this path.
+                    unsafe { tiled::<$t, $r, K>(&p, tiles, &t, &g, &ptrs) }
+                }
+            };
+        )*};
+    }
+
+    tiled! {
+        "f" f32, u32, 0, F32;
+        "d" f64, u64, 1, F64;
+        "i" i32, u32, 2, I32;
+        "l" i64, u64, 3, I64;
+        "u" u32, u32, 4, U32;
+        "b" u8, u32, 5, U8;
     }
 
     /// The halving tree over the `1 << shift` slots of thread `tid`'s segment of the

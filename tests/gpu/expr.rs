@@ -567,8 +567,6 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
             ("c", Arg::Tensor(types[2])),
         ];
         let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
-        let ot = c.out();
-        let order = c.inputs();
         for (out_shape, in_shapes) in &layouts {
             // Aligned (offset 0) and not (offset 1 element), for the inputs and the output.
             for shift in [0usize, 1, 2] {
@@ -596,58 +594,169 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
                         )
                     })
                     .collect::<Result<_, _>>()?;
-                let slot = |name: &str| match name {
-                    "a" => 0,
-                    "b" => 1,
-                    _ => 2,
-                };
-                let host_in: Vec<Vec<u64>> = order
-                    .iter()
-                    .map(|nm| {
-                        let k = slot(nm);
-                        random_words(&mut r, types[k], ils[k].offset() + ils[k].numel())
-                    })
-                    .collect();
-                let n_out = ol.offset() + ol.numel();
-                let poison = vec![0xC3C3_C3C3_C3C3_C3C3u64; (n_out * ot.size()).div_ceil(8)];
-                let mut host_out = poison.clone();
-                let ins: Vec<RawTensor<'_>> = order
-                    .iter()
-                    .zip(&host_in)
-                    .map(|(nm, w)| raw(w.as_ptr() as u64, types[slot(nm)], &ils[slot(nm)]))
-                    .collect();
-                // SAFETY: every view lies in its own buffer of `offset + numel` elements.
-                unsafe {
-                    c.run_cpu_raw(raw(host_out.as_mut_ptr() as u64, ot, &ol), &ins, &[])
-                        .map_err(|e| format!("{text}: CPU twin: {e}"))?;
-                }
-                let dev_in: Vec<DeviceTensor<i64>> = host_in
-                    .iter()
-                    .map(|w| upload(gpu, w))
-                    .collect::<Result<_, _>>()?;
-                let dev_out = upload(gpu, &poison)?;
-                let ins: Vec<RawTensor<'_>> = order
-                    .iter()
-                    .zip(&dev_in)
-                    .map(|(nm, d)| raw(d.buffer().addr(), types[slot(nm)], &ils[slot(nm)]))
-                    .collect();
-                // SAFETY: as above, in device buffers of this gpu holding the same words.
-                unsafe {
-                    c.launch(gpu, None, raw(dev_out.buffer().addr(), ot, &ol), &ins, &[])
-                        .map_err(|e| format!("{text}: GPU: {e}"))?;
-                }
-                let got = download(gpu, &dev_out)?;
-                if let Some(d) = first_difference(ot, n_out, &got, &host_out) {
-                    return Err(format!(
-                        "`{text}` {types:?} out {out_shape:?} inputs {in_shapes:?} shift {shift}: {d}"
-                    ));
-                }
+                let what = format!(
+                    "`{text}` {types:?} out {out_shape:?} inputs {in_shapes:?} shift {shift}"
+                );
+                twin_and_gpu_agree(gpu, &mut r, &c, &types, &ils, &ol)
+                    .map_err(|d| format!("{what}: {d}"))?;
                 checked += 1;
             }
         }
     }
     Ok(format!(
         "{checked} (program, layout, alignment) cases bit-identical to the CPU twin"
+    ))
+}
+
+/// Runs `c` (inputs `a`, `b`, `c` of `types` over the views `ils`, output `ol`) on the CPU
+/// twin and on the GPU from the same random words: the first difference as an error.
+fn twin_and_gpu_agree(
+    gpu: &Gpu,
+    r: &mut Rng,
+    c: &strided_apply::expr::Compiled,
+    types: &[ElemType; 3],
+    ils: &[Layout],
+    ol: &Layout,
+) -> Result<(), String> {
+    let ot = c.out();
+    let order = c.inputs();
+    let slot = |name: &str| match name {
+        "a" => 0,
+        "b" => 1,
+        _ => 2,
+    };
+    let host_in: Vec<Vec<u64>> = order
+        .iter()
+        .map(|nm| {
+            let k = slot(nm);
+            random_words(r, types[k], ils[k].offset() + ils[k].numel())
+        })
+        .collect();
+    let n_out = ol.offset() + ol.numel();
+    let poison = vec![0xC3C3_C3C3_C3C3_C3C3u64; (n_out * ot.size()).div_ceil(8)];
+    let mut host_out = poison.clone();
+    let ins: Vec<RawTensor<'_>> = order
+        .iter()
+        .zip(&host_in)
+        .map(|(nm, w)| raw(w.as_ptr() as u64, types[slot(nm)], &ils[slot(nm)]))
+        .collect();
+    // SAFETY: every view lies in its own buffer of `offset + numel` elements.
+    unsafe {
+        c.run_cpu_raw(raw(host_out.as_mut_ptr() as u64, ot, ol), &ins, &[])
+            .map_err(|e| format!("CPU twin: {e}"))?;
+    }
+    let dev_in: Vec<DeviceTensor<i64>> = host_in
+        .iter()
+        .map(|w| upload(gpu, w))
+        .collect::<Result<_, _>>()?;
+    let dev_out = upload(gpu, &poison)?;
+    let ins: Vec<RawTensor<'_>> = order
+        .iter()
+        .zip(&dev_in)
+        .map(|(nm, d)| raw(d.buffer().addr(), types[slot(nm)], &ils[slot(nm)]))
+        .collect();
+    // SAFETY: as above, in device buffers of this gpu holding the same words.
+    unsafe {
+        c.launch(gpu, None, raw(dev_out.buffer().addr(), ot, ol), &ins, &[])
+            .map_err(|e| format!("GPU: {e}"))?;
+    }
+    let got = download(gpu, &dev_out)?;
+    match first_difference(ot, n_out, &got, &host_out) {
+        Some(d) => Err(d),
+        None => Ok(()),
+    }
+}
+
+/// The tiled kernels (an input whose unit-stride axis is not the output's, on the fast
+/// paths) give the CPU twin's bits: transposed and permuted inputs, one or two staged,
+/// beside dense, row and column inputs; sizes that leave partial tiles; one to three
+/// batch axes; unaligned offsets.
+pub fn tiled_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
+    let mut r = Rng(0xe4b7_0007);
+    let cases: [(&str, [ElemType; 3]); 8] = [
+        ("a + b * c", [F32, F32, F32]),
+        ("a * b + c", [BF16, F32, F16]),
+        ("min(a, b) * c - a", [F32, F32, F32]),
+        ("a * b - c", [F64, F64, F64]),
+        ("a % b + c", [I32, I32, I32]),
+        ("a / b - c", [I64, I64, I64]),
+        ("a * b + c", [U32, U32, U32]),
+        ("a + b * c", [U8, U8, U8]),
+    ];
+    // The view of `shape` whose axes lie in memory in the order `perm` (outermost first),
+    // `offset` elements into its buffer.
+    let view = |shape: &[usize], perm: &[usize], offset: usize| {
+        let in_order: Vec<usize> = perm.iter().map(|&d| shape[d]).collect();
+        let packed =
+            strided_apply::layout::contiguous_strides(&in_order).ok_or("shape overflow")?;
+        let mut strides = vec![0isize; shape.len()];
+        for (i, &d) in perm.iter().enumerate() {
+            strides[d] = packed[i];
+        }
+        Layout::new(shape, &strides, offset).map_err(|e| e.to_string())
+    };
+    // (out shape, each input's memory order: `None` a row of the last axis broadcast).
+    type Orders = [Option<Vec<usize>>; 3];
+    let mut layouts: Vec<(Vec<usize>, Orders)> = Vec::new();
+    for (m, n) in [(37usize, 45usize), (64, 64), (100, 33), (1, 70), (33, 1000)] {
+        let (t, d) = (Some(vec![1, 0]), Some(vec![0, 1]));
+        layouts.push((vec![m, n], [t.clone(), d.clone(), d.clone()]));
+        layouts.push((vec![m, n], [d.clone(), t.clone(), t.clone()]));
+        layouts.push((vec![m, n], [t.clone(), None, d.clone()]));
+    }
+    for shape in [
+        vec![5usize, 33, 40],
+        vec![2, 3, 35, 17],
+        vec![2, 2, 3, 9, 40],
+    ] {
+        let k = shape.len();
+        let reversed: Vec<usize> = (0..k).rev().collect();
+        let swapped: Vec<usize> = (0..k - 2).chain([k - 1, k - 2]).collect();
+        let dense: Vec<usize> = (0..k).collect();
+        layouts.push((
+            shape.clone(),
+            [Some(reversed), Some(dense.clone()), Some(swapped)],
+        ));
+    }
+    let mut checked = 0;
+    for (text, types) in cases {
+        let e = Expr::parse(text).map_err(|e| e.to_string())?;
+        let args = [
+            ("a", Arg::Tensor(types[0])),
+            ("b", Arg::Tensor(types[1])),
+            ("c", Arg::Tensor(types[2])),
+        ];
+        let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
+        for (out_shape, orders) in &layouts {
+            for shift in [0usize, 1] {
+                let ol = view(out_shape, &(0..out_shape.len()).collect::<Vec<_>>(), shift)?;
+                let ils: Vec<Layout> = orders
+                    .iter()
+                    .enumerate()
+                    .map(|(k, o)| match o {
+                        Some(perm) => view(out_shape, perm, usize::from(shift == 1 && k == 0)),
+                        None => Layout::new(
+                            out_shape,
+                            &out_shape
+                                .iter()
+                                .enumerate()
+                                .map(|(d, _)| isize::from(d + 1 == out_shape.len()))
+                                .collect::<Vec<_>>(),
+                            0,
+                        )
+                        .map_err(|e| e.to_string()),
+                    })
+                    .collect::<Result<_, _>>()?;
+                let what =
+                    format!("`{text}` {types:?} out {out_shape:?} orders {orders:?} shift {shift}");
+                twin_and_gpu_agree(gpu, &mut r, &c, &types, &ils, &ol)
+                    .map_err(|d| format!("{what}: {d}"))?;
+                checked += 1;
+            }
+        }
+    }
+    Ok(format!(
+        "{checked} (program, transposed layout, alignment) cases bit-identical to the CPU twin"
     ))
 }
 

@@ -30,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 32] = [
+    let tests: [GpuTest; 33] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -99,6 +99,10 @@ fn main() {
         (
             "gpu_expr_vectorised_kernels_match_cpu_twin",
             expr::vectorised_kernels_match_cpu_twin,
+        ),
+        (
+            "gpu_expr_tiled_kernels_match_cpu_twin",
+            expr::tiled_kernels_match_cpu_twin,
         ),
         (
             "gpu_expr_reductions_match_cpu_twin",

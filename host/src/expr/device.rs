@@ -13,7 +13,7 @@ use crate::plan::{plan, Plan};
 use crate::tensor::{DeviceBuffer, DeviceTensor};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::elem::{Elem, ElemType};
-use gpu_kernels::{Geometry, Variant, MAX_DIMS};
+use gpu_kernels::{FastDiv, Geometry, TileArg, Variant, MAX_DIMS};
 use std::ffi::c_void;
 use strided_apply_expr::kernel::{self, Pointers, OPERANDS, STAGED_BYTES};
 use strided_apply_expr::{value, Program, MAX_INPUTS};
@@ -499,6 +499,11 @@ unsafe fn scalar<const N: usize>(
         // geometry is the plan's.
         return unsafe { one(gpu, stream, p, kernel::CONTIG, plan.numel, &g, ptrs) };
     }
+    if let Some(t) = tiled_geometry(p, plan) {
+        // SAFETY: forwarded; the geometry is the plan's with its axes reordered, and
+        // `tiled_geometry` counted its tiles.
+        return unsafe { tiled(gpu, stream, p, &t, ptrs) };
+    }
     // SAFETY (each arm): forwarded; the geometry is the plan's, which fits 32 bits.
     unsafe {
         match plan.variant {
@@ -550,6 +555,95 @@ unsafe fn scalar<const N: usize>(
             ),
         }
     }
+}
+
+/// A launch of a tiled kernel ([`tiled_geometry`]).
+pub(crate) struct Tiled {
+    pub(crate) name: &'static str,
+    /// Elements per thread and dispatch: the kernel's blocks are `32 × TILE / lanes`.
+    pub(crate) lanes: usize,
+    /// Its dynamic shared memory.
+    pub(crate) shared: u32,
+    pub(crate) arg: TileArg,
+    /// The plan's axes `[0, j, batch…]`, every operand slot (unused axes of size 1).
+    pub(crate) g: Geometry<u32, 5, OPERANDS>,
+    pub(crate) tiles: u32,
+}
+
+/// The tiled kernel's launch of a 32-bit plan, when `p` has a fast path and the plan stages
+/// an input (`launch::tile_axes`: an input whose unit-stride axis is not the output's).
+pub(crate) fn tiled_geometry<const N: usize>(p: &Program, plan: &Plan<N>) -> Option<Tiled> {
+    let (name, lanes) = (kernel::tiled_name(p)?, kernel::tile_lanes(p)?);
+    let shared = kernel::tile_shared_bytes(p)?;
+    let (g, staged) = crate::launch::tile_axes(plan)?;
+    let mut out = Geometry::<u32, 5, OPERANDS>::empty();
+    out.ndim = g.ndim;
+    for d in 0..5 {
+        out.sizes[d] = if d < g.ndim as usize { g.sizes[d] } else { 1 };
+    }
+    out.strides[..N].copy_from_slice(&g.strides);
+    // Every divisor is at least 1 and at most the element count (below 2^31 in a 32-bit
+    // plan); `FastDiv::new` checks both.
+    let t = TileArg {
+        staged,
+        tiles_x: FastDiv::new(out.sizes[0].div_ceil(kernel::TILE))?,
+        tiles_y: FastDiv::new(out.sizes[1].div_ceil(kernel::TILE))?,
+        batch: [FastDiv::new(out.sizes[2])?, FastDiv::new(out.sizes[3])?],
+    };
+    let tiles = [
+        t.tiles_x.d,
+        t.tiles_y.d,
+        out.sizes[2],
+        out.sizes[3],
+        out.sizes[4],
+    ]
+    .iter()
+    .map(|&s| s as u64)
+    .product::<u64>();
+    // Tile indices stay below 2^31, as `FastDiv` needs.
+    let tiles = u32::try_from(tiles)
+        .ok()
+        .filter(|&n| n <= i32::MAX as u32)?;
+    Some(Tiled {
+        name,
+        lanes,
+        shared,
+        arg: t,
+        g: out,
+        tiles,
+    })
+}
+
+/// One launch of `p`'s tiled kernel: (program, tiles, tile arguments, geometry, pointers),
+/// blocks of `32 × TILE / lanes` threads taking tiles `k, k + grid, …`.
+///
+/// # Safety
+/// As [`launch_program`], for a geometry and tiles from [`tiled_geometry`] of its plan.
+unsafe fn tiled<const N: usize>(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    t: &Tiled,
+    ptrs: [u64; N],
+) -> Result<()> {
+    let mut all = Pointers::default();
+    all.0[..N].copy_from_slice(&ptrs);
+    let mut args: [*mut c_void; 5] = [
+        p as *const Program as *mut c_void,
+        &t.tiles as *const u32 as *mut c_void,
+        &t.arg as *const TileArg as *mut c_void,
+        &t.g as *const Geometry<u32, 5, OPERANDS> as *mut c_void,
+        &all as *const Pointers as *mut c_void,
+    ];
+    let shape = LaunchShape {
+        grid: gpu.grid(t.tiles as u64 * crate::gpu::BLOCK as u64),
+        block: (32, kernel::TILE / t.lanes as u32),
+        shared_bytes: t.shared,
+    };
+    // SAFETY: the parameter list is (Program, u32, TileArg, Geometry<u32, 5, OPERANDS>,
+    // Pointers) as the tiled kernels declare; blocks of 32 × TILE / lanes threads and
+    // their stage bytes; the caller proved the pointers and the plan.
+    unsafe { gpu.launch_named(kernel::MODULE, t.name, shape, stream, &mut args) }
 }
 
 /// One launch of the interpreter kernel of `variant` for `p`: (program, n, geometry,

@@ -2400,6 +2400,54 @@ fn the_vectorised_kernel_takes_aligned_unit_and_broadcast_dimensions_only() {
     assert!(g([&dense, &transposed, &dense], [4, 4, 4], aligned, 4).is_none());
 }
 
+#[test]
+fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
+    use super::device::tiled_geometry;
+    use crate::plan::plan;
+    let l = |shape: &[usize], strides: &[isize]| Layout::new(shape, strides, 0).unwrap();
+    let names = ["out", "a", "b"];
+    let f32_add = compile("a + b", &tensors(&[("a", F32), ("b", F32)])).unwrap();
+    let f64_add = compile("a + b", &tensors(&[("a", F64), ("b", F64)])).unwrap();
+    let general = compile("where(a > b, a, b)", &tensors(&[("a", F32), ("b", F32)])).unwrap();
+    let tiles =
+        |c: &Compiled, ls: [&Layout; 3]| tiled_geometry(c.program(), &plan(ls, names).unwrap());
+    // [70, 40] row-major; `b` transposed (its unit stride on the output's slow axis).
+    let dense = l(&[70, 40], &[40, 1]);
+    let transposed = l(&[70, 40], &[1, 70]);
+    let t = tiles(&f32_add, [&dense, &dense, &transposed]).expect("b staged");
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_tf", 4, 0b10));
+    // Axis 0 is the output's unit axis (40 elements, 2 tiles), axis 1 b's (70, 3 tiles).
+    assert_eq!((t.g.ndim, t.g.sizes), (2, [40, 70, 1, 1, 1]));
+    assert_eq!(
+        (&t.g.strides[0][..2], &t.g.strides[2][..2]),
+        (&[1, 40][..], &[70, 1][..])
+    );
+    assert_eq!((t.arg.tiles_x.d, t.arg.tiles_y.d, t.tiles), (2, 3, 6));
+    // Both inputs transposed: both staged. 8-byte math: two lanes, 8-byte stages.
+    let t = tiles(&f64_add, [&dense, &transposed, &transposed]).expect("both staged");
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_td", 2, 0b11));
+    assert!(
+        t.shared
+            > tiles(&f32_add, [&dense, &dense, &transposed])
+                .unwrap()
+                .shared
+    );
+    // Batch axes: [5, 70, 40] with b's axes reversed; tiles × batch.
+    let d3 = l(&[5, 70, 40], &[2800, 40, 1]);
+    let r3 = l(&[5, 70, 40], &[1, 5, 350]);
+    let t = tiles(&f32_add, [&d3, &d3, &r3]).expect("batched");
+    // 2 × 1 tiles of [40, 5], 70 batch elements.
+    assert_eq!((t.g.sizes, t.tiles), ([40, 5, 70, 1, 1], 2 * 70));
+    // A transposed output: axis 0 is its unit axis, so both dense inputs are staged.
+    let t = tiles(&f32_add, [&transposed, &dense, &dense]).expect("output transposed");
+    assert_eq!((t.arg.staged, t.g.sizes), (0b11, [70, 40, 1, 1, 1]));
+    // Nothing to stage (dense, row and column inputs), a general program: not tiled.
+    let row = l(&[70, 40], &[0, 1]);
+    let col = l(&[70, 40], &[1, 0]);
+    assert!(tiles(&f32_add, [&dense, &row, &col]).is_none());
+    assert!(tiles(&general, [&dense, &dense, &transposed]).is_none());
+}
+
 // ---------------------------------------------------------------------------------------
 // Reductions of expressions: one pass against the two steps it fuses.
 // ---------------------------------------------------------------------------------------
