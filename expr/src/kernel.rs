@@ -46,7 +46,9 @@ pub const MODULE: &str = "strided-apply-expr";
 /// The fast paths' kernels of the first row (`expr_v*`) are **vectorised**: one or two
 /// collapsed dimensions (`Geometry<u32, 2, OPERANDS>`, `ndim` 1 or 2), each thread taking
 /// [`VECTOR_LANES`] consecutive elements along dimension 0 per dispatch, read and written
-/// as one vector per operand. Their contract, beyond the module's: two dimensions (`ndim`
+/// as one vector per operand. The 64-bit paths have none (two lanes measured slower than
+/// their element-wise kernels): their entries are the general contiguous kernel's, which
+/// runs every program, and the host does not take them. Their contract, beyond the module's: two dimensions (`ndim`
 /// is not read; a one-dimensional plan has `sizes[1] == 1`); the output's dimension-0
 /// stride is 1; each input's is 0 (one element for all lanes) or 1; with `sizes[1] > 1`,
 /// `sizes[0]` is a multiple of the lanes; every operand of stride 1 starts a vector at an
@@ -73,7 +75,7 @@ pub const D6_DIMS: usize = 6;
 /// [`FAST_PATHS`].
 pub const NAMES: [[&str; 7]; 6] = [
     [
-        "expr_c", "expr_vf", "expr_vd", "expr_vi", "expr_vl", "expr_vu", "expr_vb",
+        "expr_c", "expr_vf", "expr_c", "expr_vi", "expr_c", "expr_vu", "expr_vb",
     ],
     [
         "expr_d1", "expr_d1f", "expr_d1d", "expr_d1i", "expr_d1l", "expr_d1u", "expr_d1b",
@@ -102,9 +104,10 @@ pub const FAST_PATHS: [Class; 6] = [
 ];
 
 /// Elements per thread and dispatch of the vectorised kernels, by fast path (the order of
-/// [`FAST_PATHS`]): one 16-byte vector of 4-byte elements (two of 8-byte ones); 8 lanes
-/// for `u8` math, whose elements are mostly single bytes.
-pub const VECTOR_LANES: [usize; 6] = [4, 2, 4, 2, 4, 8];
+/// [`FAST_PATHS`]): one 16-byte vector of 4-byte elements; 8 lanes for `u8` math, whose
+/// elements are mostly single bytes; none for 64-bit math (two lanes, one vector of 8-byte
+/// elements, measured 1-4 % slower than the element-wise kernels: `benches/NOTES.md`).
+pub const VECTOR_LANES: [Option<usize>; 6] = [Some(4), None, Some(4), None, Some(4), Some(8)];
 
 /// Index of `p`'s fast path in [`FAST_PATHS`], if it has one.
 pub(crate) fn fast_path(p: &Program) -> Option<usize> {
@@ -116,10 +119,15 @@ pub fn name(variant: usize, p: &Program) -> &'static str {
     NAMES[variant % NAMES.len()][fast_path(p).map_or(0, |i| i + 1)]
 }
 
-/// The lanes of `p`'s vectorised kernel; `None` for a program off the fast paths (it has
-/// no vectorised kernel: [`CONTIG`] is its contiguous one).
+/// The lanes of `p`'s vectorised kernel; `None` for a program without one (off the fast
+/// paths, or of 64-bit math).
 pub fn vector_lanes(p: &Program) -> Option<usize> {
-    fast_path(p).map(|i| VECTOR_LANES[i])
+    fast_path(p).and_then(|i| VECTOR_LANES[i])
+}
+
+/// Whether `p` runs on a fast path's kernels ([`FAST_PATHS`]).
+pub fn is_fast(p: &Program) -> bool {
+    fast_path(p).is_some()
 }
 
 /// The tiled kernels (`expr_t*`, the fast paths only, in the order of [`FAST_PATHS`]): tiles
@@ -376,7 +384,6 @@ mod device {
         first: u32,
         step: u32,
     ) {
-        let len = p.len as usize;
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
@@ -412,19 +419,37 @@ mod device {
                     raw[KK] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, size[KK]) };
                 }
             });
-            let mut x = [[T::dec(0); K]; FAST_SLOTS];
-            each_fast_input!(|KK| {
-                if KK < n_in {
-                    x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
-                }
-            });
-            let v = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
+            let bits = interpret::<T, R, K, false>(p, base, &ins, &raw, out);
             let offs: [isize; K] = core::array::from_fn(|j| offset(0, j));
-            let bits = narrow_lanes::<T, K>(&v, out);
             // SAFETY: the output's offsets for the live lanes (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };
             i += K as u64 * step as u64;
         }
+    }
+
+    /// A fast program on `K` lanes of raw input bits (`raw[k]`: input `k`'s, of element
+    /// type `ins[k]`): widened to `T`, interpreted, each result rounded once to `out`.
+    /// `EVERY`: the widening and rounding branch to an arm of a constant type for every
+    /// element type (the tiled kernels: 56 registers against 72 with a run-time fallback
+    /// arm); else for the float types only (the other kernels: the seed expression ran 6 %
+    /// slower on `expr_vf` with every arm).
+    #[inline(always)]
+    fn interpret<T: Eval, R: Raw, const K: usize, const EVERY: bool>(
+        p: &Program,
+        base: u32,
+        ins: &[ElemType; MAX_INPUTS],
+        raw: &[[R; K]; FAST_SLOTS],
+        out: ElemType,
+    ) -> [u64; K] {
+        let n_in = p.n_inputs as usize;
+        let mut x = [[T::dec(0); K]; FAST_SLOTS];
+        each_fast_input!(|KK| {
+            if KK < n_in {
+                x[KK] = widen_lanes::<T, R, K, EVERY>(ins[KK], &raw[KK]);
+            }
+        });
+        let r = run_fast::<T, K>(p.len as usize, |pc| word(base, pc), |c| konst(base, c), &x);
+        narrow_lanes::<T, K, EVERY>(&r, out)
     }
 
     /// Sixteen bytes, for 16-byte vector loads and stores.
@@ -594,7 +619,6 @@ mod device {
         first: u32,
         step: u32,
     ) {
-        let len = p.len as usize;
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
@@ -624,14 +648,7 @@ mod device {
                         unsafe { load_input(ptrs.0[KK + 1], off, size[KK], unit[KK], full, &live) };
                 }
             });
-            let mut x = [[T::dec(0); K]; FAST_SLOTS];
-            each_fast_input!(|KK| {
-                if KK < n_in {
-                    x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
-                }
-            });
-            let r = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
-            let bits = narrow_lanes::<T, K>(&r, out);
+            let bits = interpret::<T, R, K, false>(p, base, &ins, &raw, out);
             let off = offset_at(g, &c, ndim, 0);
             macro_rules! store {
                 ($s:literal) => {
@@ -740,29 +757,26 @@ mod device {
         }
     }
 
-    /// Elements of type `e` widened to `T` ([`widen`]), one branch on the type.
+    /// Elements of type `e` widened to `T` ([`widen`]), one branch on the type (every arm
+    /// a constant type: a fallback arm of a run-time type keeps its lanes in a loop over a
+    /// stack frame).
     #[inline(always)]
-    fn widen_lanes<T: Math, R: Raw, const K: usize>(e: ElemType, bits: &[R; K]) -> [T; K] {
+    fn widen_lanes<T: Math, R: Raw, const K: usize, const EVERY: bool>(
+        e: ElemType,
+        bits: &[R; K],
+    ) -> [T; K] {
         macro_rules! lanes {
             ($e:expr) => {
                 core::array::from_fn(|j| T::dec(widen($e, bits[j].bits())))
             };
         }
-        match e {
-            ElemType::F32 => lanes!(ElemType::F32),
-            ElemType::F64 => lanes!(ElemType::F64),
-            ElemType::F16 => lanes!(ElemType::F16),
-            ElemType::BF16 => lanes!(ElemType::BF16),
-            other => lanes!(other),
-        }
-    }
-
-    /// Values of `T` rounded once to the output type `e` ([`narrow`]), one branch on it.
-    #[inline(always)]
-    fn narrow_lanes<T: Math, const K: usize>(v: &[T; K], e: ElemType) -> [u64; K] {
-        macro_rules! lanes {
-            ($e:expr) => {
-                core::array::from_fn(|j| narrow(T::CLASS, v[j].enc(), $e))
+        if !EVERY {
+            return match e {
+                ElemType::F32 => lanes!(ElemType::F32),
+                ElemType::F64 => lanes!(ElemType::F64),
+                ElemType::F16 => lanes!(ElemType::F16),
+                ElemType::BF16 => lanes!(ElemType::BF16),
+                other => lanes!(other),
             };
         }
         match e {
@@ -770,7 +784,48 @@ mod device {
             ElemType::F64 => lanes!(ElemType::F64),
             ElemType::F16 => lanes!(ElemType::F16),
             ElemType::BF16 => lanes!(ElemType::BF16),
-            other => lanes!(other),
+            ElemType::I32 => lanes!(ElemType::I32),
+            ElemType::I64 => lanes!(ElemType::I64),
+            ElemType::U32 => lanes!(ElemType::U32),
+            ElemType::U8 => lanes!(ElemType::U8),
+            ElemType::Bool => lanes!(ElemType::Bool),
+            // No program element type (`elem_of` gives one of the above).
+            _ => [T::dec(0); K],
+        }
+    }
+
+    /// Values of `T` rounded once to the output type `e` ([`narrow`]), one branch on it.
+    #[inline(always)]
+    fn narrow_lanes<T: Math, const K: usize, const EVERY: bool>(
+        v: &[T; K],
+        e: ElemType,
+    ) -> [u64; K] {
+        macro_rules! lanes {
+            ($e:expr) => {
+                core::array::from_fn(|j| narrow(T::CLASS, v[j].enc(), $e))
+            };
+        }
+        if !EVERY {
+            return match e {
+                ElemType::F32 => lanes!(ElemType::F32),
+                ElemType::F64 => lanes!(ElemType::F64),
+                ElemType::F16 => lanes!(ElemType::F16),
+                ElemType::BF16 => lanes!(ElemType::BF16),
+                other => lanes!(other),
+            };
+        }
+        match e {
+            ElemType::F32 => lanes!(ElemType::F32),
+            ElemType::F64 => lanes!(ElemType::F64),
+            ElemType::F16 => lanes!(ElemType::F16),
+            ElemType::BF16 => lanes!(ElemType::BF16),
+            ElemType::I32 => lanes!(ElemType::I32),
+            ElemType::I64 => lanes!(ElemType::I64),
+            ElemType::U32 => lanes!(ElemType::U32),
+            ElemType::U8 => lanes!(ElemType::U8),
+            ElemType::Bool => lanes!(ElemType::Bool),
+            // No program element type (`elem_of` gives one of the above).
+            _ => [0; K],
         }
     }
 
@@ -872,7 +927,10 @@ mod device {
         let (first, step) = thread_range::<u32>();
         macro_rules! go {
             ($t:ty, $r:ty, $i:literal, $class:ident) => {{
-                const K: usize = super::VECTOR_LANES[$i];
+                const K: usize = match super::VECTOR_LANES[$i] {
+                    Some(k) => k,
+                    None => panic!("a fast path without a vectorised kernel"),
+                };
                 const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
                 // SAFETY: forwarded; the host launches it only for a program of this path.
                 unsafe { vector::<$t, $r, K>(p, base, n, g, ptrs, first, step) }
@@ -880,12 +938,10 @@ mod device {
         }
         match path {
             Path::F32 => go!(f32, u32, 0, F32),
-            Path::F64 => go!(f64, u64, 1, F64),
             Path::I32 => go!(i32, u32, 2, I32),
-            Path::I64 => go!(i64, u64, 3, I64),
             Path::U32 => go!(u32, u32, 4, U32),
             Path::U8 => go!(u8, u32, 5, U8),
-            Path::General => {}
+            Path::General | Path::F64 | Path::I64 => {}
         }
     }
 
@@ -952,9 +1008,7 @@ mod device {
 
     vectorised! {
         "f" F32;
-        "d" F64;
         "i" I32;
-        "l" I64;
         "u" U32;
         "b" U8;
     }
@@ -1010,7 +1064,6 @@ mod device {
     ) {
         // SAFETY: the contract's shared memory; called once by every thread.
         let base = unsafe { stage(p, true) };
-        let len = p.len as usize;
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
@@ -1095,14 +1148,7 @@ mod device {
                     };
                 }
             });
-            let mut x = [[T::dec(0); K]; FAST_SLOTS];
-            each_fast_input!(|KK| {
-                if KK < n_in {
-                    x[KK] = widen_lanes::<T, R, K>(ins[KK], &raw[KK]);
-                }
-            });
-            let r = run_fast::<T, K>(len, |pc| word(base, pc), |c| konst(base, c), &x);
-            let bits = narrow_lanes::<T, K>(&r, out);
+            let bits = interpret::<T, R, K, true>(p, base, &ins, &raw, out);
             let offs = lanes_at(0, (tx, ty), (0, rows));
             // SAFETY: the live lanes' output offsets (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };

@@ -400,7 +400,7 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     }
     // The general interpreter's contiguous kernel; the fast paths' vectorised kernel takes
     // contiguous plans as one dimension (`scalar`).
-    let general = kernel::vector_lanes(p).is_none();
+    let general = !kernel::is_fast(p);
     if general && plan.variant == Variant::Contig && plan.numel <= i32::MAX as u64 {
         let g = Geometry::<u32, 1, OPERANDS>::empty();
         // SAFETY: forwarded; every operand's offset is the linear index.
