@@ -450,7 +450,7 @@ pub unsafe fn load_lanes<const L: usize>(
 }
 
 /// One thread's view of a reduction: the program (read through `fetch`, `word` (the fast
-/// path's [`fast_word`](crate::eval::fast_word)s) and `konst`, from shared memory on the
+/// path's [`fast_word`]s) and `konst`, from shared memory on the
 /// GPU, from the value in the twin) and the operands' addresses.
 pub struct Walk<F, W, C> {
     pub fetch: F,
