@@ -136,3 +136,21 @@ fn launched_kernel_names_are_in_their_families() {
     // A family holds its own kernels only: sin_f64 is not in add_f32's module.
     assert!(!family_ptx(&image, "add_f32_d1").contains("sin_f64"));
 }
+
+/// Every kernel name the expression launcher looks up (every variant, interpreter, tiled,
+/// wide and reduction kernel) is an entry of the interpreter's image.
+#[test]
+fn expression_kernel_names_are_in_the_interpreters_image() {
+    use strided_apply_expr::{kernel, reduce};
+    let image = Image::parse(strided_apply::EXPR_KERNELS.bytes).expect("the image parses");
+    let mut names: Vec<&str> = kernel::NAMES.iter().flatten().copied().collect();
+    names.extend(kernel::TILED_NAMES);
+    names.extend(kernel::WIDE_NAMES.iter().flatten());
+    names.extend(reduce::GROUP_KERNELS);
+    names.push(reduce::FINAL_KERNEL);
+    assert!(names.contains(&"expr_wf"), "the f32 wide kernel is listed");
+    for name in names {
+        let ptx = family_ptx(&image, name);
+        assert!(ptx.contains(&format!(".entry {name}(")), "{name} missing");
+    }
+}

@@ -7,7 +7,8 @@
 //! can keep every slot in registers.
 
 use crate::ir::{
-    elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
+    elem_code, elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS,
+    MAX_INSTRS,
 };
 use crate::value::{convert, narrow, widen, with_class, Math};
 use gpu_kernels::elem::Bool;
@@ -50,17 +51,33 @@ pub fn run<const K: usize>(
     s[0]
 }
 
-/// Inputs and stack depth of a fast-path program: its stack slots and inputs are four
-/// values each, so the GPU keeps them in registers with room for enough threads per SM.
+/// Stack depth of a fast-path program: its stack slots are four values each, so the GPU
+/// keeps them in registers with room for enough threads per SM.
 pub const FAST_SLOTS: usize = 4;
 
-/// Whether `p` is a program of the fast path ([`run_fast`]): at most [`FAST_SLOTS`] inputs
-/// and stack depth, every instruction a load or a constant of one numeric math type, or
+/// Inputs of a fast-path program: every input of the IR (a hoisted program reads its
+/// temporaries beside the inputs it kept: the seed expression over a row, a column and a
+/// full input reads five).
+pub const FAST_INPUTS: usize = MAX_INPUTS;
+
+/// Inputs that the GPU kernels load before a fast program runs, every load in flight at
+/// once. Only the wide kernels (`kernel::WIDE_NAMES`) take more, loaded by their load
+/// instruction: all eight inputs' lanes up front took `expr_vf` from 56 to 77 registers and
+/// the 64-bit kernels past 110.
+pub const FAST_LOADED: usize = 4;
+
+/// Whether `p` is a program of the fast path ([`run_fast`]): at most [`FAST_INPUTS`] inputs
+/// (those past [`FAST_LOADED`] of the math type's own element type) and [`FAST_SLOTS`] of
+/// stack depth, every instruction a load or a constant of one numeric math type, or
 /// an arithmetic op of that type (no comparison, `where`, cast or rounding to 16 bits);
 /// that type, or `None`.
 pub fn fast_class(p: &Program) -> Option<Class> {
     let class = Class::from_code(p.result).filter(|&c| c != Class::Bool)?;
-    if p.n_inputs as usize > FAST_SLOTS || p.max_depth as usize > FAST_SLOTS {
+    if p.n_inputs as usize > FAST_INPUTS || p.max_depth as usize > FAST_SLOTS {
+        return None;
+    }
+    let own = elem_code(class.elem());
+    if (FAST_LOADED..p.n_inputs as usize).any(|k| Some(p.inputs[k]) != own) {
         return None;
     }
     let allowed = |op: Opcode| {
@@ -86,8 +103,9 @@ pub fn fast_class(p: &Program) -> Option<Class> {
 }
 
 /// The first dispatch code of an op in [`fast_word`]: the codes below it are loads, `input
-/// * 4 + slot`.
-const LOAD_CODES: u32 = (FAST_SLOTS * FAST_SLOTS) as u32;
+/// * 4 + slot`. (Loads of the inputs past [`FAST_LOADED`] placed after the ops' codes
+/// instead gave the `u8` kernels up to 6 registers more.)
+const LOAD_CODES: u32 = (FAST_INPUTS * FAST_SLOTS) as u32;
 
 /// The fast path's dispatch word of instruction `i` ([`run_fast`]): the opcode and the stack
 /// slot it writes as one code in the low byte (a load: the input and the slot), its
@@ -98,7 +116,7 @@ pub fn fast_word(i: Instr) -> u32 {
     let slots = FAST_SLOTS as u32 - 1;
     let at = (i.depth as u32).wrapping_sub(Opcode::arity_of(i.op) as u32) & slots;
     let code = if i.op == Opcode::Load as u8 {
-        (i.arg as u32 & slots) * FAST_SLOTS as u32 + at
+        (i.arg as u32 & (FAST_INPUTS as u32 - 1)) * FAST_SLOTS as u32 + at
     } else {
         LOAD_CODES + i.op as u32 * FAST_SLOTS as u32 + at
     };
@@ -130,19 +148,26 @@ fast_ops!(slot_codes! s0 0;);
 fast_ops!(slot_codes! s1 1;);
 fast_ops!(slot_codes! s2 2;);
 fast_ops!(slot_codes! s3 3;);
-const _: () = assert!(FAST_SLOTS == 4 && LOAD_CODES + (Opcode::Clamp as u32 + 1) * 4 <= 256);
+const _: () = assert!(
+    FAST_SLOTS == 4
+        && FAST_INPUTS == 8
+        && FAST_INPUTS.is_power_of_two()
+        && LOAD_CODES + (Opcode::Clamp as u32 + 1) * 4 <= 256
+);
 
 /// The fast path of [`run`] for a program of one numeric math type `T` ([`fast_class`]):
-/// stack slots are `K` values of `T` (registers on the GPU, no encoding), `inputs[k]` is
-/// input `k`'s `K` lanes in `T`, and one dispatch serves `K` elements. The program comes as
+/// stack slots are `K` values of `T` (registers on the GPU, no encoding), `input(k)` is
+/// input `k`'s `K` lanes in `T` (called with a constant `k` in each load's arm; the arms
+/// of the first `INPUTS` inputs only, so a kernel that loads four has no code for the
+/// others), and one dispatch serves `K` elements. The program comes as
 /// its [`fast_word`]s (`word(pc)` for `pc < len`). The same ops as [`run`], so the same
 /// bits.
 #[inline(always)]
-pub fn run_fast<T: Eval, const K: usize>(
+pub fn run_fast<T: Eval, const K: usize, const INPUTS: usize>(
     len: usize,
     word: impl Fn(usize) -> u32,
     konst: impl Fn(usize) -> u64,
-    inputs: &[[T; K]; FAST_SLOTS],
+    input: impl Fn(usize) -> [T; K],
 ) -> [T; K] {
     let zero = T::dec(0);
     let mut s = [[zero; K]; FAST_SLOTS];
@@ -188,12 +213,14 @@ pub fn run_fast<T: Eval, const K: usize>(
         // Loads: code `input * 4 + slot`.
         macro_rules! loads {
             ($($c:literal $k:literal $a:literal),*) => {
-                dispatch!([$($c => s[$a] = inputs[$k],)*]; s0 0, s1 1, s2 2, s3 3,)
+                dispatch!([$($c if $k < INPUTS => s[$a] = input($k),)*]; s0 0, s1 1, s2 2, s3 3,)
             };
         }
         loads!(
             0 0 0, 1 0 1, 2 0 2, 3 0 3, 4 1 0, 5 1 1, 6 1 2, 7 1 3,
-            8 2 0, 9 2 1, 10 2 2, 11 2 3, 12 3 0, 13 3 1, 14 3 2, 15 3 3
+            8 2 0, 9 2 1, 10 2 2, 11 2 3, 12 3 0, 13 3 1, 14 3 2, 15 3 3,
+            16 4 0, 17 4 1, 18 4 2, 19 4 3, 20 5 0, 21 5 1, 22 5 2, 23 5 3,
+            24 6 0, 25 6 1, 26 6 2, 27 6 3, 28 7 0, 29 7 1, 30 7 2, 31 7 3
         );
         pc += 1;
     }

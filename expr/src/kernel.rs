@@ -1,6 +1,7 @@
 //! Tier 0 on the GPU: the interpreter's own kernels, one per layout variant of the
 //! planner and per interpreter (the general one, and a fast one per numeric math type:
-//! [`NAMES`]) — never per op, never per element type. A kernel takes the [`Program`] by
+//! [`NAMES`]; tiled ones, [`TILED_NAMES`]; one for fast programs of more than four inputs,
+//! [`WIDE_NAMES`]) — never per op, never per element type. A kernel takes the [`Program`] by
 //! value, the element count, the jointly collapsed geometry of the output and up to
 //! [`MAX_INPUTS`] inputs, and their addresses ([`Pointers`]); element types and sizes are
 //! read from the program at run time, so one kernel serves every dtype combination.
@@ -48,7 +49,8 @@ pub const MODULE: &str = "strided-apply-expr";
 /// [`VECTOR_LANES`] consecutive elements along dimension 0 per dispatch, read and written
 /// as one vector per operand. The 64-bit paths have none (two lanes measured slower than
 /// their element-wise kernels): their entries are the general contiguous kernel's, which
-/// runs every program, and the host does not take them. Their contract, beyond the module's: two dimensions (`ndim`
+/// runs every program, and the host does not take them. Their contract, beyond the
+/// module's: two dimensions (`ndim`
 /// is not read; a one-dimensional plan has `sizes[1] == 1`); the output's dimension-0
 /// stride is 1; each input's is 0 (one element for all lanes) or 1; with `sizes[1] > 1`,
 /// `sizes[0]` is a multiple of the lanes; every operand of stride 1 starts a vector at an
@@ -56,6 +58,8 @@ pub const MODULE: &str = "strided-apply-expr";
 /// dimension-1 stride is a multiple of the lanes). With `sizes[1] == 1` the last vector may
 /// be partial (read and written element by element).
 pub const CONTIG: usize = 0;
+/// One dimension: a kernel of its own (one-dimension plans on the two-dimension kernels,
+/// `ndim` read at run time, ran 1–7 % slower in f32 and f64 and 18 % in bf16).
 pub const D1: usize = 1;
 pub const D2: usize = 2;
 pub const D3: usize = 3;
@@ -72,7 +76,10 @@ pub const D6_DIMS: usize = 6;
 
 /// Kernel names by variant and interpreter: the general one (every program), and the fast
 /// paths of programs of one numeric math type ([`Program::fast`]), in the order of
-/// [`FAST_PATHS`].
+/// [`FAST_PATHS`]. The fast paths' kernels take programs of at most
+/// [`FAST_LOADED`](crate::eval::FAST_LOADED) inputs; the host runs a fast program of more
+/// on a wide kernel ([`WIDE_NAMES`]) where there is one for its layout, else on the
+/// general one.
 pub const NAMES: [[&str; 7]; 6] = [
     [
         "expr_c", "expr_vf", "expr_c", "expr_vi", "expr_c", "expr_vu", "expr_vb",
@@ -130,6 +137,33 @@ pub fn is_fast(p: &Program) -> bool {
     fast_path(p).is_some()
 }
 
+/// The wide kernels, by fast path (the order of [`FAST_PATHS`]): fast programs of more
+/// than [`FAST_LOADED`](crate::eval::FAST_LOADED) inputs, the first that many loaded before
+/// the program runs and the others by their load instruction (in the math type's own
+/// element type, [`fast_class`](crate::eval::fast_class)). Broadcast-invariant hoisting
+/// makes such programs: the seed expression over a row, a column and a full input reads
+/// five. `expr_wf` (`f32` math) has the vectorised contract ([`CONTIG`]), and takes
+/// programs whose operands are all of the math type's element type (no conversions: a
+/// smaller kernel). Other math types
+/// have none, and their wide programs run on the general interpreter: an `f64` kernel of
+/// two dimensions (94 registers against `expr_d2d`'s 70) ran the hoisted seed expression
+/// slower than `expr_d2d` the unhoisted one (592 against 636 GB/s, H100). Loads by the
+/// load instruction in every fast kernel cost each of them registers and instructions
+/// (`a + b` 1.5 %, the seed expression 5 % on `expr_vf`): a kernel of its own.
+pub const WIDE_NAMES: [Option<&str>; 6] = [Some("expr_wf"), None, None, None, None, None];
+
+/// `p`'s wide kernel: a fast program of more than
+/// [`FAST_LOADED`](crate::eval::FAST_LOADED) inputs with one ([`WIDE_NAMES`]), every
+/// operand of its math type's own element type.
+pub fn wide_name(p: &Program) -> Option<&'static str> {
+    let i = fast_path(p).filter(|_| p.n_inputs as usize > crate::eval::FAST_LOADED)?;
+    let own = crate::ir::elem_code(FAST_PATHS[i].elem());
+    let inputs = p.inputs.get(..p.n_inputs as usize)?;
+    (Some(p.out) == own && inputs.iter().all(|&e| Some(e) == own))
+        .then_some(WIDE_NAMES[i])
+        .flatten()
+}
+
 /// The tiled kernels (`expr_t*`, the fast paths only, in the order of [`FAST_PATHS`]): tiles
 /// of `TILE × TILE` elements of axes 0 × 1, the output's unit-stride axis and a staged
 /// input's. The inputs marked in `TileArg::staged` (bit `k`: input `k`) are read through
@@ -154,23 +188,31 @@ pub const TILE_LANES: [usize; 6] = [4, 2, 4, 2, 4, 4];
 /// Bytes of a staged value, by fast path: the raw bits as loaded, 8 bytes for 8-byte math.
 const TILE_RAW_BYTES: [u32; 6] = [4, 8, 4, 8, 4, 4];
 
-/// `p`'s tiled kernel, `None` off the fast paths.
+/// Inputs of a program of the tiled kernels: each may be staged, and the stages of four
+/// are a block's shared memory.
+pub const TILED_INPUTS: usize = 4;
+
+/// The fast path of `p` if its inputs fit the tiled kernels ([`TILED_INPUTS`]).
+fn tiled_path(p: &Program) -> Option<usize> {
+    fast_path(p).filter(|_| p.n_inputs as usize <= TILED_INPUTS)
+}
+
+/// `p`'s tiled kernel, `None` off the fast paths or over [`TILED_INPUTS`].
 pub fn tiled_name(p: &Program) -> Option<&'static str> {
-    fast_path(p).map(|i| TILED_NAMES[i])
+    tiled_path(p).map(|i| TILED_NAMES[i])
 }
 
 /// The lanes of `p`'s tiled kernel ([`TILE_LANES`]).
 pub fn tile_lanes(p: &Program) -> Option<usize> {
-    fast_path(p).map(|i| TILE_LANES[i])
+    tiled_path(p).map(|i| TILE_LANES[i])
 }
 
 /// Dynamic shared memory of `p`'s tiled kernel: the staged program, then a stage of
-/// `TILE × (TILE + 1)` values per fast-path input (the padding column keeps the transposed
-/// reads free of bank conflicts).
+/// `TILE × (TILE + 1)` values per input (the padding column keeps the transposed reads free
+/// of bank conflicts).
 pub fn tile_shared_bytes(p: &Program) -> Option<u32> {
-    fast_path(p).map(|i| {
-        STAGED_BYTES + crate::eval::FAST_SLOTS as u32 * TILE * (TILE + 1) * TILE_RAW_BYTES[i]
-    })
+    tiled_path(p)
+        .map(|i| STAGED_BYTES + TILED_INPUTS as u32 * TILE * (TILE + 1) * TILE_RAW_BYTES[i])
 }
 
 /// Device addresses of the operands, the output first; unused entries are 0 and never read.
@@ -185,7 +227,7 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device {
     use super::{Pointers, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
-    use crate::eval::{fast_word, run, run_fast, Eval, FAST_SLOTS};
+    use crate::eval::{fast_word, run, run_fast, Eval, FAST_INPUTS, FAST_LOADED};
     use crate::ir::{Class, Instr, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
     use crate::value::{elem_of, narrow, widen, Math};
@@ -211,13 +253,13 @@ mod device {
     }
     const _: () = assert!(MAX_INPUTS == 8);
 
-    /// `$body` once for each constant `$k` of `0..FAST_SLOTS`.
+    /// `$body` once for each constant `$k` of `0..FAST_LOADED`.
     macro_rules! each_fast_input {
         (|$k:ident| $body:block) => {
             each_input!(@ $k, $body, 0 1 2 3)
         };
     }
-    const _: () = assert!(FAST_SLOTS == 4);
+    const _: () = assert!(FAST_LOADED == 4 && super::TILED_INPUTS == FAST_LOADED);
 
     /// `$f(w)` for each constant `w` of `0..100`.
     macro_rules! hundred {
@@ -389,7 +431,7 @@ mod device {
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
         // Element sizes once, before the loop (a size is a table lookup, a global load: in
         // the loop it delays every input's load).
-        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
+        let size: [usize; FAST_LOADED] = core::array::from_fn(|k| ins[k].size());
         let out_size = out.size();
         let n = n as u64;
         let mut i = first as u64;
@@ -411,7 +453,7 @@ mod device {
                     offset_at(g, &coords[j], ndim, k)
                 }
             };
-            let mut raw = [[R::default(); K]; FAST_SLOTS];
+            let mut raw = [[R::default(); K]; FAST_LOADED];
             each_fast_input!(|KK| {
                 if KK < n_in {
                     let offs: [isize; K] = core::array::from_fn(|j| offset(KK + 1, j));
@@ -419,7 +461,10 @@ mod device {
                     raw[KK] = unsafe { load_lanes(ptrs.0[KK + 1], &offs, &live, size[KK]) };
                 }
             });
-            let bits = interpret::<T, R, K, false>(p, base, &ins, &raw, out);
+            // At most FAST_LOADED inputs (the contract at `NAMES`): none past them.
+            let none = |_| [R::default(); K];
+            let bits =
+                interpret::<T, R, K, false, FAST_LOADED, false>(p, base, &ins, &raw, none, out);
             let offs: [isize; K] = core::array::from_fn(|j| offset(0, j));
             // SAFETY: the output's offsets for the live lanes (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };
@@ -428,28 +473,59 @@ mod device {
     }
 
     /// A fast program on `K` lanes of raw input bits (`raw[k]`: input `k`'s, of element
-    /// type `ins[k]`): widened to `T`, interpreted, each result rounded once to `out`.
+    /// type `ins[k]`, for the first [`FAST_LOADED`]; `more(k)` for the others, called by
+    /// their load instruction): widened to `T`, interpreted, each result rounded once to
+    /// `out`. A wide kernel (`INPUTS` past `FAST_LOADED`) takes every operand in `T`'s own
+    /// element type ([`WIDE_NAMES`](super::WIDE_NAMES)): no conversion.
     /// `EVERY`: the widening and rounding branch to an arm of a constant type for every
     /// element type (the tiled kernels: 56 registers against 72 with a run-time fallback
     /// arm); else for the float types only (the other kernels: the seed expression ran 6 %
     /// slower on `expr_vf` with every arm).
     #[inline(always)]
-    fn interpret<T: Eval, R: Raw, const K: usize, const EVERY: bool>(
+    fn interpret<
+        T: Eval,
+        R: Raw,
+        const K: usize,
+        const EVERY: bool,
+        const INPUTS: usize,
+        const OWN: bool,
+    >(
         p: &Program,
         base: u32,
         ins: &[ElemType; MAX_INPUTS],
-        raw: &[[R; K]; FAST_SLOTS],
+        raw: &[[R; K]; FAST_LOADED],
+        more: impl Fn(usize) -> [R; K],
         out: ElemType,
     ) -> [u64; K] {
         let n_in = p.n_inputs as usize;
-        let mut x = [[T::dec(0); K]; FAST_SLOTS];
+        let mut x = [[T::dec(0); K]; FAST_LOADED];
         each_fast_input!(|KK| {
             if KK < n_in {
-                x[KK] = widen_lanes::<T, R, K, EVERY>(ins[KK], &raw[KK]);
+                x[KK] = if OWN {
+                    raw[KK].map(|v| T::dec(v.bits()))
+                } else {
+                    widen_lanes::<T, R, K, EVERY>(ins[KK], &raw[KK])
+                };
             }
         });
-        let r = run_fast::<T, K>(p.len as usize, |pc| word(base, pc), |c| konst(base, c), &x);
-        narrow_lanes::<T, K, EVERY>(&r, out)
+        let input = |k: usize| {
+            if k < FAST_LOADED {
+                x[k]
+            } else {
+                more(k).map(|v| T::dec(v.bits()))
+            }
+        };
+        let r = run_fast::<T, K, INPUTS>(
+            p.len as usize,
+            |pc| word(base, pc),
+            |c| konst(base, c),
+            input,
+        );
+        if OWN {
+            r.map(|v| v.enc())
+        } else {
+            narrow_lanes::<T, K, EVERY>(&r, out)
+        }
     }
 
     /// Sixteen bytes, for 16-byte vector loads and stores.
@@ -610,7 +686,7 @@ mod device {
     /// `i .. i + K` along dimension 0 per dispatch, one multi-index per vector.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn vector<T: Eval, R: Raw, const K: usize>(
+    unsafe fn vector<T: Eval, R: Raw, const K: usize, const INPUTS: usize, const OWN: bool>(
         p: &Program,
         base: u32,
         n: u32,
@@ -628,9 +704,20 @@ mod device {
         let flat = g.sizes[1] == 1;
         // Element sizes and strides once, before the loop (a size is a table lookup, a
         // global load: in the loop it delays every input's load).
-        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
-        let unit: [bool; FAST_SLOTS] = core::array::from_fn(|k| g.strides[k + 1][0] == 1);
-        let out_size = out.size();
+        // `OWN` (the wide kernel): every operand of `T`'s own element type.
+        let size: [usize; FAST_LOADED] = core::array::from_fn(|k| {
+            if OWN {
+                core::mem::size_of::<T>()
+            } else {
+                ins[k].size()
+            }
+        });
+        let unit: [bool; FAST_LOADED] = core::array::from_fn(|k| g.strides[k + 1][0] == 1);
+        let out_size = if OWN {
+            core::mem::size_of::<T>()
+        } else {
+            out.size()
+        };
         let vectors = n.div_ceil(K as u32);
         let mut v = first;
         while v < vectors {
@@ -639,7 +726,7 @@ mod device {
             let live: [bool; K] = core::array::from_fn(|j| (j as u32) < n - i);
             // No division for one dimension.
             let c = if flat { [i, 0] } else { coords_of(g, i, ndim) };
-            let mut raw = [[R::default(); K]; FAST_SLOTS];
+            let mut raw = [[R::default(); K]; FAST_LOADED];
             each_fast_input!(|KK| {
                 if KK < n_in {
                     let off = offset_at(g, &c, ndim, KK + 1);
@@ -648,7 +735,20 @@ mod device {
                         unsafe { load_input(ptrs.0[KK + 1], off, size[KK], unit[KK], full, &live) };
                 }
             });
-            let bits = interpret::<T, R, K, false>(p, base, &ins, &raw, out);
+            // A wide kernel's inputs past the first four: loaded by their load instruction,
+            // in `T`'s own element type (`fast_class`). Others take at most FAST_LOADED
+            // inputs (`NAMES`).
+            let more = |k: usize| -> [R; K] {
+                if INPUTS <= FAST_LOADED {
+                    return [R::default(); K];
+                }
+                let off = offset_at(g, &c, ndim, k + 1);
+                let unit = g.strides[k + 1][0] == 1;
+                let size = core::mem::size_of::<T>();
+                // SAFETY: the vectorised contract for input k.
+                unsafe { load_input(ptrs.0[k + 1], off, size, unit, full, &live) }
+            };
+            let bits = interpret::<T, R, K, false, INPUTS, OWN>(p, base, &ins, &raw, more, out);
             let off = offset_at(g, &c, ndim, 0);
             macro_rules! store {
                 ($s:literal) => {
@@ -933,7 +1033,7 @@ mod device {
                 };
                 const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
                 // SAFETY: forwarded; the host launches it only for a program of this path.
-                unsafe { vector::<$t, $r, K>(p, base, n, g, ptrs, first, step) }
+                unsafe { vector::<$t, $r, K, FAST_LOADED, false>(p, base, n, g, ptrs, first, step) }
             }};
         }
         match path {
@@ -1013,6 +1113,29 @@ mod device {
         "b" U8;
     }
 
+    /// `expr_wf`: the vectorised kernel of `f32` math for wide programs (the contract at
+    /// [`WIDE_NAMES`](super::WIDE_NAMES)).
+    #[export_name = "expr_wf"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn wide_f32(
+        p: Program,
+        n: u32,
+        g: Geometry<u32, 2, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        const _: () = assert!(matches!(super::FAST_PATHS[0], Class::F32));
+        // SAFETY: the module contract's shared memory; called once by every thread.
+        let base = unsafe { stage(&p, true) };
+        let (first, step) = thread_range::<u32>();
+        const K: usize = match super::VECTOR_LANES[0] {
+            Some(k) => k,
+            None => panic!("f32 has a vectorised kernel"),
+        };
+        // SAFETY: the module contract and the vectorised one; the host launches it only for
+        // a wide program of `f32` math.
+        unsafe { vector::<f32, u32, K, FAST_INPUTS, true>(&p, base, n, &g, &ptrs, first, step) }
+    }
+
     entry! {
         "expr_d1" 1 (fixed 1);
         "expr_d2" 2 (fixed 2);
@@ -1067,7 +1190,7 @@ mod device {
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
         let ins: [ElemType; MAX_INPUTS] = core::array::from_fn(|k| elem_of(p.inputs[k]));
-        let size: [usize; FAST_SLOTS] = core::array::from_fn(|k| ins[k].size());
+        let size: [usize; FAST_LOADED] = core::array::from_fn(|k| ins[k].size());
         let out_size = out.size();
         const TILE: u32 = super::TILE;
         let rows = TILE / K as u32;
@@ -1132,7 +1255,7 @@ mod device {
             let live: [bool; K] = core::array::from_fn(|l| {
                 full || (x0 + tx < n0 && y0 + ty + rows * (l as u32) < n1)
             });
-            let mut raw = [[R::default(); K]; FAST_SLOTS];
+            let mut raw = [[R::default(); K]; FAST_LOADED];
             each_fast_input!(|KK| {
                 if KK < n_in {
                     raw[KK] = if staged(KK) {
@@ -1148,7 +1271,10 @@ mod device {
                     };
                 }
             });
-            let bits = interpret::<T, R, K, true>(p, base, &ins, &raw, out);
+            // At most TILED_INPUTS inputs (the host's `tiled_name`): none past them.
+            let none = |_| [R::default(); K];
+            let bits =
+                interpret::<T, R, K, true, FAST_LOADED, false>(p, base, &ins, &raw, none, out);
             let offs = lanes_at(0, (tx, ty), (0, rows));
             // SAFETY: the live lanes' output offsets (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };

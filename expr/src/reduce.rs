@@ -19,7 +19,7 @@
 //! The walk over one slot ([`Walk::slot`]) is this module's code on the GPU and in the CPU
 //! twin alike; the trees are [`tree`]'s pairing.
 
-use crate::eval::{fast_word, run, run_fast, Eval, FAST_SLOTS};
+use crate::eval::{fast_word, run, run_fast, Eval, FAST_LOADED};
 use crate::ir::{Class, Instr, Program, MAX_INPUTS};
 use crate::value::{elem_of, narrow, widen, Math};
 use gpu_kernels::elem::ElemType;
@@ -262,13 +262,13 @@ macro_rules! each_lane {
 }
 const _: () = assert!(lanes(1) <= 8 && GENERAL_LANES <= 8 && TWIN_LANES <= 8);
 
-/// `$body` for each constant `$k` of `0..FAST_SLOTS` below `$n`.
+/// `$body` for each constant `$k` of `0..FAST_LOADED` below `$n`.
 macro_rules! each_fast_input {
     ($n:expr, |$k:ident| $body:block) => {
         each_input!(@ $n, $k, $body, 0 1 2 3)
     };
 }
-const _: () = assert!(FAST_SLOTS == 4);
+const _: () = assert!(FAST_LOADED == 4);
 
 /// The group kernels by interpreter: the general one, then the fast paths' in the order
 /// of [`FAST_PATHS`](crate::kernel::FAST_PATHS).
@@ -283,10 +283,13 @@ pub const GROUP_KERNELS: [&str; 7] = [
 ];
 
 /// The group kernel that reduces program `p`'s values: its fast path's where the output's
-/// math type is the program's (the accumulator is then that type), else the general one.
+/// math type is the program's (the accumulator is then that type) and it reads at most
+/// [`FAST_LOADED`] inputs, else the general one.
 pub fn groups_kernel(p: &Program) -> &'static str {
     let out = Class::of(elem_of(p.out));
-    let fast = crate::kernel::fast_path(p).filter(|&i| out == Some(crate::kernel::FAST_PATHS[i]));
+    let fast = crate::kernel::fast_path(p).filter(|&i| {
+        out == Some(crate::kernel::FAST_PATHS[i]) && p.n_inputs as usize <= FAST_LOADED
+    });
     GROUP_KERNELS[fast.map_or(0, |i| i + 1)]
 }
 
@@ -534,7 +537,8 @@ impl<F: Fn(usize) -> Instr, W: Fn(usize) -> u32, C: Fn(usize) -> u64> Walk<F, W,
     /// rounding.
     ///
     /// # Safety
-    /// As [`items`](Self::items); the program is one of `T`'s fast path (`Program::fast`).
+    /// As [`items`](Self::items); the program is one of `T`'s fast path (`Program::fast`)
+    /// with at most [`FAST_LOADED`] inputs ([`groups_kernel`]).
     #[inline(always)]
     pub unsafe fn values_fast<T: Eval, const L: usize>(
         &self,
@@ -543,16 +547,12 @@ impl<F: Fn(usize) -> Instr, W: Fn(usize) -> u32, C: Fn(usize) -> u64> Walk<F, W,
         r: &[u32; L],
         live: &[bool; L],
     ) -> [T; L] {
-        let n_in = if self.n_in < FAST_SLOTS {
-            self.n_in
-        } else {
-            FAST_SLOTS
-        };
+        let n_in = self.n_in.min(FAST_LOADED);
         // One reduced dimension (the common case): each offset is one product. Otherwise
         // each input's offsets divide again (registers for every lane's multi-index cost
         // threads per SM).
         let one = g.nred == 1;
-        let mut raw = [[0u64; L]; FAST_SLOTS];
+        let mut raw = [[0u64; L]; FAST_LOADED];
         each_fast_input!(n_in, |K| {
             let mut off = [0isize; L];
             each_lane!(L, |J| {
@@ -565,11 +565,19 @@ impl<F: Fn(usize) -> Instr, W: Fn(usize) -> u32, C: Fn(usize) -> u64> Walk<F, W,
             // SAFETY: invariant 3 for the live lanes.
             raw[K] = unsafe { load_lanes(base[K], &off, live, self.ins[K].size()) };
         });
-        let mut x = [[T::dec(0); L]; FAST_SLOTS];
+        let mut x = [[T::dec(0); L]; FAST_LOADED];
         each_fast_input!(n_in, |K| {
             x[K] = raw[K].map(|v| T::dec(widen(self.ins[K], v)));
         });
-        run_fast::<T, L>(self.len, &self.word, &self.konst, &x)
+        // At most FAST_LOADED inputs (`groups_kernel`): none past them.
+        let input = |k: usize| {
+            if k < FAST_LOADED {
+                x[k]
+            } else {
+                [T::dec(0); L]
+            }
+        };
+        run_fast::<T, L, FAST_LOADED>(self.len, &self.word, &self.konst, input)
     }
 
     /// Slot `slot`'s value for a program of the fast path of `T` whose output's math type

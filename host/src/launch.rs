@@ -58,13 +58,7 @@ pub(crate) unsafe fn launch_plan<const N: usize>(
     }
     // A dense plan whose operands are not all 16-byte aligned has no kernel of its own: it
     // runs as one axis of unit strides (`D1`, or 32-bit pieces of it beyond 2^31 elements).
-    let flat;
-    let plan = if plan.variant == Variant::Contig {
-        flat = plan.flat();
-        &flat
-    } else {
-        plan
-    };
+    let plan = &*plan.strided();
     unsafe fn go<I: Index, const D: usize, const N: usize>(
         gpu: &Gpu,
         names: &KernelNames,

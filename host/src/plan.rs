@@ -190,6 +190,16 @@ impl<const N: usize> Plan<N> {
         p
     }
 
+    /// A [`Variant::Contig`] plan as [`flat`](Self::flat) gives it, any other as it is: the
+    /// form the launchers without a contiguous kernel take.
+    pub fn strided(&self) -> std::borrow::Cow<'_, Plan<N>> {
+        if self.variant == Variant::Contig {
+            std::borrow::Cow::Owned(self.flat())
+        } else {
+            std::borrow::Cow::Borrowed(self)
+        }
+    }
+
     /// A [`Variant::Dn64`] plan as pieces that each fit 32-bit indices (as PyTorch's
     /// `with_32bit_indexing`): `(piece, offsets)`, where operand `k` of the piece starts
     /// `offsets[k]` elements after its start in this plan. The pieces visit every index of

@@ -273,9 +273,16 @@ unsafe fn program_run(
         elems,
         len,
     };
+    // The fast interpreter for programs of at most FAST_LOADED inputs (as the GPU's fast
+    // kernels; the general one gives the same bits and keeps the binary smaller).
+    let fast = if p.n_inputs as usize <= strided_apply_expr::eval::FAST_LOADED {
+        Class::from_code(p.fast)
+    } else {
+        None
+    };
     // SAFETY (each arm): forwarded.
     unsafe {
-        match Class::from_code(p.fast) {
+        match fast {
             Some(Class::F32) => fast_run::<f32>(p, &run),
             Some(Class::F64) => fast_run::<f64>(p, &run),
             Some(Class::I32) => fast_run::<i32>(p, &run),
@@ -333,26 +340,26 @@ unsafe fn fast_run<T: strided_apply_expr::eval::Eval>(
     run: &Run<'_>,
 ) {
     let Run { elems, len, .. } = *run;
-    use strided_apply_expr::eval::{fast_word, run_fast, FAST_SLOTS};
+    use strided_apply_expr::eval::{fast_word, run_fast, FAST_LOADED};
     use strided_apply_expr::value;
     use strided_apply_expr::Class;
     let result = Class::from_code(p.result).unwrap_or(Class::F32);
     let mut i = 0;
     while i < len {
         let lanes = (len - i).min(PROGRAM_LANES);
-        let mut inputs = [[T::dec(0); PROGRAM_LANES]; FAST_SLOTS];
-        for k in 1..elems.len().min(FAST_SLOTS + 1) {
+        let mut inputs = [[T::dec(0); PROGRAM_LANES]; FAST_LOADED];
+        for k in 1..elems.len().min(FAST_LOADED + 1) {
             for (j, lane) in inputs[k - 1][..lanes].iter_mut().enumerate() {
                 // SAFETY: the caller's elements.
                 let bits = unsafe { read_bits(run.at(k, i + j), elems[k].size()) };
                 *lane = T::dec(value::widen(elems[k], bits));
             }
         }
-        let r = run_fast::<T, PROGRAM_LANES>(
+        let r = run_fast::<T, PROGRAM_LANES, FAST_LOADED>(
             p.len as usize,
             |pc| fast_word(p.instrs[pc % p.instrs.len()]),
             |c| p.consts[c % p.consts.len()],
-            &inputs,
+            |k| inputs[k % FAST_LOADED],
         );
         for (j, v) in r[..lanes].iter().enumerate() {
             let bits = value::narrow(result, v.enc(), elems[0]);

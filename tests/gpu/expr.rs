@@ -608,23 +608,20 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
     ))
 }
 
-/// Runs `c` (inputs `a`, `b`, `c` of `types` over the views `ils`, output `ol`) on the CPU
-/// twin and on the GPU from the same random words: the first difference as an error.
+/// Runs `c` (inputs `a`, `b`, `c`, … of `types` over the views `ils`, in the order of the
+/// alphabet, output `ol`) on the CPU twin and on the GPU from the same random words: the
+/// first difference as an error.
 fn twin_and_gpu_agree(
     gpu: &Gpu,
     r: &mut Rng,
     c: &strided_apply::expr::Compiled,
-    types: &[ElemType; 3],
+    types: &[ElemType],
     ils: &[Layout],
     ol: &Layout,
 ) -> Result<(), String> {
     let ot = c.out();
     let order = c.inputs();
-    let slot = |name: &str| match name {
-        "a" => 0,
-        "b" => 1,
-        _ => 2,
-    };
+    let slot = |name: &str| name.bytes().next().map_or(0, |b| (b - b'a') as usize);
     let host_in: Vec<Vec<u64>> = order
         .iter()
         .map(|nm| {
@@ -665,6 +662,82 @@ fn twin_and_gpu_agree(
         Some(d) => Err(d),
         None => Ok(()),
     }
+}
+
+/// Fast programs of five to eight inputs (more than the element-wise fast kernels load:
+/// the vectorised kernel loads the rest by their load instruction, elsewhere the general
+/// interpreter runs them) give the CPU twin's bits: every vectorised math type and f64,
+/// dense, row, column and scalar inputs, partial last vectors, an unaligned output and a
+/// transposed input (both off the vectorised kernel), and a fifth input of another element
+/// type (off the fast path).
+pub fn wide_programs_match_cpu_twin(gpu: &Gpu) -> TestResult {
+    let mut r = Rng(0xe4b7_0009);
+    let cases: [(&str, &[ElemType]); 8] = [
+        ("a * b + c - d * e", &[F32; 5]),
+        ("(a * b + c * d) - (e * f + g * h)", &[F32; 8]),
+        (
+            "min(a, b) * c + max(d, e) - f",
+            &[F32, BF16, F16, F32, F32, F32],
+        ),
+        ("a * b + c - d * e", &[F32, F32, F32, F32, BF16]),
+        ("a * b - c + d % e + f", &[I32; 6]),
+        ("a * b + c - d + e * f - g", &[U32; 7]),
+        ("a + b * c + d - e + f", &[U8; 6]),
+        ("a * b - c + d * e", &[F64; 5]),
+    ];
+    // (out shape, input shapes by the input's index mod 4): dense, a row, a column, one
+    // element.
+    let mut layouts: Vec<(Vec<usize>, [Vec<usize>; 4])> = Vec::new();
+    for cols in [64usize, 60] {
+        let (o, row, col) = (vec![37, cols], vec![cols], vec![37, 1]);
+        layouts.push((o.clone(), [o.clone(), row.clone(), col.clone(), vec![1]]));
+        layouts.push((o.clone(), [row, col, vec![1], o.clone()]));
+    }
+    for n in [7usize, 4101] {
+        layouts.push((vec![n], [vec![n], vec![1], vec![n], vec![n]]));
+    }
+    let mut checked = 0;
+    for (text, types) in cases {
+        let e = Expr::parse(text).map_err(|e| e.to_string())?;
+        let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
+        let args: Vec<(&str, Arg)> = types
+            .iter()
+            .zip(names)
+            .map(|(&t, n)| (n, Arg::Tensor(t)))
+            .collect();
+        let c = e.compile(&args, None).map_err(|e| format!("{text}: {e}"))?;
+        for (out_shape, in_shapes) in &layouts {
+            // 0: aligned; 1: the output one element off its alignment; 2: input `a`
+            // transposed (2-D only).
+            for shift in [0usize, 1, 2] {
+                let transposed = shift == 2 && out_shape.len() == 2;
+                let ol = Layout::new(
+                    out_shape,
+                    &strided_apply::layout::contiguous_strides(out_shape).ok_or("overflow")?,
+                    usize::from(shift == 1),
+                )
+                .map_err(|e| e.to_string())?;
+                let ils: Vec<Layout> = (0..types.len())
+                    .map(|k| {
+                        let shape = &in_shapes[k % 4];
+                        if k == 0 && transposed && shape.len() == 2 {
+                            Layout::new(shape, &[1, shape[0] as isize], 0)
+                        } else {
+                            Layout::contiguous(shape)
+                        }
+                        .map_err(|e| e.to_string())
+                    })
+                    .collect::<Result<_, _>>()?;
+                let what = format!("`{text}` {types:?} out {out_shape:?} shift {shift}");
+                twin_and_gpu_agree(gpu, &mut r, &c, types, &ils, &ol)
+                    .map_err(|d| format!("{what}: {d}"))?;
+                checked += 1;
+            }
+        }
+    }
+    Ok(format!(
+        "{checked} (program of 5-8 inputs, layout) cases bit-identical to the CPU twin"
+    ))
 }
 
 /// The tiled kernels (an input whose unit-stride axis is not the output's, on the fast

@@ -15,6 +15,8 @@ use cudarc::driver::sys::CUstream;
 use gpu_kernels::elem::{Elem, ElemType};
 use gpu_kernels::{FastDiv, Geometry, TileArg, Variant, MAX_DIMS};
 use std::ffi::c_void;
+use strided_apply_expr::eval::FAST_LOADED;
+use strided_apply_expr::ir::NOT_FAST;
 use strided_apply_expr::kernel::{self, Pointers, OPERANDS, STAGED_BYTES};
 use strided_apply_expr::{value, Program, MAX_INPUTS};
 
@@ -176,25 +178,25 @@ fn hoisting_on() -> bool {
 }
 
 /// The output axes along which each input does not vary once broadcast to `out` (size 1,
-/// stride 0 or a missing leading axis); bit `d` is axis `d`, outermost 0.
-fn invariant_axes(out: &[usize], inputs: &[RawTensor<'_>]) -> Vec<u64> {
-    inputs
-        .iter()
-        .map(|t| {
-            let lead = out.len().saturating_sub(t.shape.len());
-            (0..out.len().min(64)).fold(0u64, |m, d| {
-                let fixed = d < lead || {
-                    let j = d - lead;
-                    t.shape.get(j).is_none_or(|&n| n == 1) || t.strides.get(j) == Some(&0)
-                };
-                if fixed || out[d] == 1 {
-                    m | 1 << d
-                } else {
-                    m
-                }
-            })
-        })
-        .collect()
+/// stride 0 or a missing leading axis); bit `d` is axis `d`, outermost 0. No allocation:
+/// every call of a kept expression computes it.
+fn invariant_axes(out: &[usize], inputs: &[RawTensor<'_>]) -> [u64; MAX_INPUTS] {
+    let mut axes = [0u64; MAX_INPUTS];
+    for (a, t) in axes.iter_mut().zip(inputs) {
+        let lead = out.len().saturating_sub(t.shape.len());
+        *a = (0..out.len().min(64)).fold(0u64, |m, d| {
+            let fixed = d < lead || {
+                let j = d - lead;
+                t.shape.get(j).is_none_or(|&n| n == 1) || t.strides.get(j) == Some(&0)
+            };
+            if fixed || out[d] == 1 {
+                m | 1 << d
+            } else {
+                m
+            }
+        });
+    }
+    axes
 }
 
 /// Checks, hoists what is worth it ([`hoist`](super::hoist::hoist)) and launches a bound
@@ -211,18 +213,21 @@ unsafe fn launch_bound(
     inputs: &[RawTensor<'_>],
 ) -> Result<()> {
     let numel: usize = out.shape.iter().product();
-    let hoisted = if hoist && hoisting_on() && numel > 1 && gpu.context().has_async_alloc() {
-        super::hoist::hoist(p, &invariant_axes(out.shape, inputs), out.shape)
+    // Only where some input is broadcast along some axis (a dense call allocates nothing).
+    let invariant = invariant_axes(out.shape, inputs);
+    let any = invariant.iter().any(|&a| a != 0);
+    let hoisted = if hoist && any && hoisting_on() && numel > 1 && gpu.context().has_async_alloc() {
+        super::hoist::hoist(p, &invariant[..inputs.len().min(MAX_INPUTS)], out.shape)
     } else {
         None
     };
     let Some(h) = hoisted else {
         // SAFETY: forwarded.
-        return unsafe { launch_plain(gpu, stream, p, out, inputs, false) };
+        return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
     };
     // Every check of the unhoisted program first: an error launches nothing.
-    // SAFETY: a dry run launches nothing.
-    unsafe { launch_plain(gpu, stream, p, out, inputs, true)? };
+    // SAFETY: a check launches nothing.
+    unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Check)? };
     let mut temps = Temps::new(gpu, stream);
     let mut shapes: Vec<(Vec<usize>, Vec<isize>)> = Vec::new();
     let mut ptrs = Vec::new();
@@ -242,6 +247,24 @@ unsafe fn launch_bound(
         let bytes = shape.iter().product::<usize>() * part.elem.size();
         ptrs.push(temps.alloc(bytes.max(1))?);
         shapes.push((shape, strides));
+    }
+    let mut main: Vec<RawTensor<'_>> = h.inputs.iter().map(|&k| inputs[k]).collect();
+    for (j, part) in h.parts.iter().enumerate() {
+        main.push(RawTensor {
+            ptr: ptrs[j],
+            elem: part.elem,
+            shape: &shapes[j].0,
+            strides: &shapes[j].1,
+        });
+    }
+    // A main program of more inputs than the element-wise fast kernels load runs fast on
+    // the vectorised kernel only: where its contract fails, the unhoisted program (on a
+    // fast kernel) is the faster.
+    // SAFETY: a probe launches nothing.
+    if !unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Probe)? } {
+        drop(temps);
+        // SAFETY: forwarded.
+        return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
     }
     for (j, part) in h.parts.iter().enumerate() {
         // Each input of the part as a view of the temporary's shape: broadcast to the
@@ -284,20 +307,11 @@ unsafe fn launch_bound(
         };
         // SAFETY: the inputs' views reach a subset of what they reach in the output's
         // broadcast (index 0 of axes they do not vary along); the temporary is this call's.
-        unsafe { launch_plain(gpu, stream, &part.program, temp, &ins, false)? };
-    }
-    let mut ins: Vec<RawTensor<'_>> = h.inputs.iter().map(|&k| inputs[k]).collect();
-    for (j, part) in h.parts.iter().enumerate() {
-        ins.push(RawTensor {
-            ptr: ptrs[j],
-            elem: part.elem,
-            shape: &shapes[j].0,
-            strides: &shapes[j].1,
-        });
+        unsafe { launch_plain(gpu, stream, &part.program, temp, &ins, Mode::Launch)? };
     }
     // SAFETY: the original operands (checked above) and the temporaries, written above on
     // the same stream.
-    unsafe { launch_plain(gpu, stream, &h.program, out, &ins, false) }
+    unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Launch).map(drop) }
 }
 
 /// Temporaries of one call, allocated and freed in the order of `stream`.
@@ -334,8 +348,20 @@ impl Drop for Temps {
     }
 }
 
+/// What [`launch_plain`] does once its checks pass.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Nothing more.
+    Check,
+    /// Nothing more; it answers whether the launch would run on a fast path's kernel.
+    Probe,
+    /// Launches.
+    Launch,
+}
+
 /// Checks a bound program's operands (types, layouts, the plan, the aliasing rules) and,
-/// unless `dry`, launches it.
+/// in [`Mode::Launch`], launches it; whether it runs (or would run) on a fast path's
+/// kernel ([`on_fast_kernel`]).
 ///
 /// # Safety
 /// As [`Compiled::launch`], with `stream` a live stream of the gpu's context.
@@ -345,8 +371,8 @@ unsafe fn launch_plain(
     p: &Program,
     out: RawTensor<'_>,
     inputs: &[RawTensor<'_>],
-    dry: bool,
-) -> Result<()> {
+    mode: Mode,
+) -> Result<bool> {
     let mut t = [out; MAX_INPUTS + 1];
     t[1..=inputs.len()].copy_from_slice(inputs);
     let t = &t[..=inputs.len()];
@@ -363,20 +389,54 @@ unsafe fn launch_plain(
                     let plan: Plan<$n> = plan(std::array::from_fn(|k| &layouts[k]), names)?;
                     let regions = crate::operand::raw_regions(&types, &t, &layouts, names);
                     check_aliasing(&regions[0], &regions[1..])?;
-                    if dry {
-                        return Ok(());
+                    let (ptrs, sizes) = (t.map(|t| t.ptr), types.map(|e| e.size()));
+                    let fast = on_fast_kernel(p, &plan, &ptrs, &sizes);
+                    if mode != Mode::Launch {
+                        return Ok(fast);
                     }
                     // SAFETY: the caller vouches for the memory and the stream; the checks
                     // above prove the types, the aliasing rules and the offsets.
-                    unsafe {
-                        launch_program(gpu, stream, p, &plan, t.map(|t| t.ptr), types.map(|e| e.size()))
-                    }
+                    unsafe { launch_program(gpu, stream, p, &plan, ptrs, sizes)? };
+                    Ok(fast)
                 })*
                 _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
             }
         };
     }
     go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+}
+
+/// Whether [`launch_program`] runs `p` over `plan` on a fast path's kernel: every fast
+/// program does, but one of more than [`FAST_LOADED`] inputs only on a wide kernel
+/// ([`wide_geometry`]).
+fn on_fast_kernel<const N: usize>(
+    p: &Program,
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    sizes: &[usize; N],
+) -> bool {
+    if !kernel::is_fast(p) {
+        return false;
+    }
+    if p.n_inputs as usize <= FAST_LOADED {
+        return true;
+    }
+    let plan = &*plan.strided();
+    plan.variant != Variant::Dn64 && wide_geometry(p, plan, ptrs, sizes).is_some()
+}
+
+/// The wide kernel of a fast program of more than [`FAST_LOADED`] inputs over a 32-bit
+/// plan, and its geometry (`kernel::WIDE_NAMES`: vectorised kernels) where the vectorised
+/// contract holds; `None` otherwise (the general interpreter runs it).
+fn wide_geometry<const N: usize>(
+    p: &Program,
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    sizes: &[usize; N],
+) -> Option<(&'static str, Geometry<u32, 2, OPERANDS>)> {
+    let name = kernel::wide_name(p)?;
+    let lanes = kernel::vector_lanes(p)?;
+    vector_geometry(plan, ptrs, sizes, lanes).map(|g| (name, g))
 }
 
 /// Launches a bound program over a plan: the contiguous kernel for a dense plan of fewer
@@ -403,16 +463,11 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     let general = !kernel::is_fast(p);
     if general && plan.variant == Variant::Contig && plan.numel <= i32::MAX as u64 {
         let g = Geometry::<u32, 1, OPERANDS>::empty();
+        let name = kernel::name(kernel::CONTIG, p);
         // SAFETY: forwarded; every operand's offset is the linear index.
-        return unsafe { one(gpu, stream, p, kernel::CONTIG, plan.numel, &g, ptrs) };
+        return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
     }
-    let flat;
-    let plan = if plan.variant == Variant::Contig {
-        flat = plan.flat();
-        &flat
-    } else {
-        plan
-    };
+    let plan = &*plan.strided();
     if plan.variant != Variant::Dn64 {
         // SAFETY: forwarded.
         return unsafe { scalar(gpu, stream, p, plan, ptrs, sizes) };
@@ -494,11 +549,33 @@ unsafe fn scalar<const N: usize>(
     ptrs: [u64; N],
     sizes: [usize; N],
 ) -> Result<()> {
-    if let Some(g) = kernel::vector_lanes(p).and_then(|l| vector_geometry(plan, &ptrs, &sizes, l)) {
+    let wide = kernel::is_fast(p) && p.n_inputs as usize > FAST_LOADED;
+    if wide {
+        if let Some((name, g)) = wide_geometry(p, plan, &ptrs, &sizes) {
+            // SAFETY: forwarded; `wide_geometry` checked the vectorised contract, and the
+            // geometry is the plan's.
+            return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
+        }
+    } else if let Some(g) =
+        kernel::vector_lanes(p).and_then(|l| vector_geometry(plan, &ptrs, &sizes, l))
+    {
+        let name = kernel::name(kernel::CONTIG, p);
         // SAFETY: forwarded; `vector_geometry` checked the vectorised contract, and the
         // geometry is the plan's.
-        return unsafe { one(gpu, stream, p, kernel::CONTIG, plan.numel, &g, ptrs) };
+        return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
     }
+    // Off the wide kernels, a fast program of more inputs than the fast kernels load runs
+    // on the general interpreter (`kernel::NAMES`).
+    let general;
+    let p = if wide {
+        general = Program {
+            fast: NOT_FAST,
+            ..*p
+        };
+        &general
+    } else {
+        p
+    };
     if let Some(t) = tiled_geometry(p, plan) {
         // SAFETY: forwarded; the geometry is the plan's with its axes reordered, and
         // `tiled_geometry` counted its tiles.
@@ -511,7 +588,7 @@ unsafe fn scalar<const N: usize>(
                 gpu,
                 stream,
                 p,
-                kernel::D2,
+                kernel::name(kernel::D2, p),
                 plan.numel,
                 &padded::<2, N>(plan),
                 ptrs,
@@ -520,7 +597,7 @@ unsafe fn scalar<const N: usize>(
                 gpu,
                 stream,
                 p,
-                kernel::D3,
+                kernel::name(kernel::D3, p),
                 plan.numel,
                 &padded::<3, N>(plan),
                 ptrs,
@@ -529,7 +606,7 @@ unsafe fn scalar<const N: usize>(
                 gpu,
                 stream,
                 p,
-                kernel::D6,
+                kernel::name(kernel::D6, p),
                 plan.numel,
                 &padded::<{ kernel::D6_DIMS }, N>(plan),
                 ptrs,
@@ -538,7 +615,7 @@ unsafe fn scalar<const N: usize>(
                 gpu,
                 stream,
                 p,
-                kernel::DN,
+                kernel::name(kernel::DN, p),
                 plan.numel,
                 &padded::<MAX_DIMS, N>(plan),
                 ptrs,
@@ -548,7 +625,7 @@ unsafe fn scalar<const N: usize>(
                 gpu,
                 stream,
                 p,
-                kernel::D1,
+                kernel::name(kernel::D1, p),
                 plan.numel,
                 &padded::<1, N>(plan),
                 ptrs,
@@ -646,13 +723,13 @@ unsafe fn tiled<const N: usize>(
     unsafe { gpu.launch_named(kernel::MODULE, t.name, shape, stream, &mut args) }
 }
 
-/// One launch of the interpreter kernel of `variant` for `p`: (program, n, geometry,
-/// pointers).
+/// One launch of the interpreter kernel `name` for `p` (of a variant, `kernel::name`, or a
+/// wide kernel): (program, n, geometry, pointers).
 unsafe fn one<const D: usize, const N: usize>(
     gpu: &Gpu,
     stream: CUstream,
     p: &Program,
-    variant: usize,
+    name: &'static str,
     numel: u64,
     g: &Geometry<u32, D, OPERANDS>,
     ptrs: [u64; N],
@@ -673,13 +750,5 @@ unsafe fn one<const D: usize, const N: usize>(
     // SAFETY: the parameter list is (Program, u32, Geometry<u32, D, OPERANDS>, Pointers) as
     // the kernel declares; grid-stride body, 1-D blocks, the program's shared bytes; the
     // caller proved the pointers and the plan.
-    unsafe {
-        gpu.launch_named(
-            kernel::MODULE,
-            kernel::name(variant, p),
-            shape,
-            stream,
-            &mut args,
-        )
-    }
+    unsafe { gpu.launch_named(kernel::MODULE, name, shape, stream, &mut args) }
 }

@@ -57,9 +57,8 @@ fn result_class(i: Instr) -> Class {
 /// temporary has at most half the output's elements.
 pub(crate) fn hoist(p: &Program, invariant: &[u64], out_shape: &[usize]) -> Option<Hoisted> {
     let h = hoist_parts(p, invariant, out_shape)?;
-    // Temporaries that take the program off its fast path (more than its four inputs) make
-    // it slower, not faster: the seed expression over a row, a column and a full input
-    // would read five (`benches/NOTES.md`, "Expressions: the interpreter on the GPU").
+    // Temporaries that take the program off its fast path (more than its eight inputs) make
+    // it slower, not faster (`benches/NOTES.md`, "Expressions: the interpreter on the GPU").
     (p.fast == NOT_FAST || h.program.fast != NOT_FAST).then_some(h)
 }
 

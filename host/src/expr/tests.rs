@@ -2147,12 +2147,16 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
     assert_eq!(fast_class(f("a * b + c", F64).program()), Some(Class::F64));
     assert_eq!(fast_class(f("a + b", U8).program()), Some(Class::U8));
     assert_eq!(fast_class(f("a % b - a", I64).program()), Some(Class::I64));
-    // Bool, comparisons and casts, more than four inputs or a deeper stack: general.
+    // Every input the IR allows (eight), a stack of four.
+    assert_eq!(
+        fast_class(f("a + b + c + d + e + f + g + h", F32).program()),
+        Some(Class::F32)
+    );
+    // Bool, comparisons and casts, or a deeper stack: general.
     for (text, t) in [
         ("a & b", Bool),
         ("where(a > b, a, b)", F32),
         ("bf16(a) + b", F32),
-        ("a + b + c + d + e + f + g", F32),
         ("a + (b + (c + (d + e)))", F32),
     ] {
         let c = f(text, t);
@@ -2166,14 +2170,16 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
 /// (opcode, slot) and (input, slot) has a dispatch code of its own.
 #[test]
 fn the_fast_path_gives_the_general_interpreters_bits() {
-    use strided_apply_expr::eval::{fast_class, fast_word, run_fast, Eval, FAST_SLOTS};
+    use strided_apply_expr::eval::{
+        fast_class, fast_word, run_fast, Eval, FAST_INPUTS, FAST_SLOTS,
+    };
     use strided_apply_expr::ir::{Instr, Opcode};
     // Distinct codes: loads by (input, slot), every other op by (opcode, slot).
     let mut seen = std::collections::HashMap::new();
     for (op, arity) in Opcode::ALL.iter().map(|&o| (o, o.arity())) {
         for slot in 0..FAST_SLOTS as u8 {
             let inputs = if op == Opcode::Load {
-                FAST_SLOTS as u8
+                FAST_INPUTS as u8
             } else {
                 1
             };
@@ -2192,17 +2198,17 @@ fn the_fast_path_gives_the_general_interpreters_bits() {
         }
     }
     fn check<T: Eval>(p: &Program, vals: &[[u64; 4]], text: &str) {
-        let mut fast = [[T::dec(0); 4]; FAST_SLOTS];
+        let mut fast = [[T::dec(0); 4]; FAST_INPUTS];
         let mut general = [[0u64; 4]; MAX_INPUTS];
         for (k, lanes) in vals.iter().enumerate() {
             fast[k] = lanes.map(T::dec);
             general[k] = *lanes;
         }
-        let got = run_fast::<T, 4>(
+        let got = run_fast::<T, 4, FAST_INPUTS>(
             p.len as usize,
             |pc| fast_word(p.instrs[pc]),
             |c| p.consts[c],
-            &fast,
+            |k| fast[k],
         );
         let want = strided_apply_expr::eval(p, &general);
         // Bits, but a NaN as a NaN ([`both_nan`]: an optimised build may keep either
@@ -2217,7 +2223,7 @@ fn the_fast_path_gives_the_general_interpreters_bits() {
         }
     }
     let mut r = Rng::new(31);
-    let names = ["a", "b", "c"];
+    let names = ["a", "b", "c", "d", "e", "f", "g", "h"];
     let mut ran = [0usize; 6];
     for t in [F32, BF16, F64, I32, I64, U32, U8] {
         let class = Class::of(t).unwrap();
@@ -2282,8 +2288,9 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
         // Out [m, n]: a a row (invariant along axis 0), b a column (axis 1), c full.
         let (m, n) = (5usize, 7usize);
         let h = hoist_parts(p, &[0b01, 0b10, 0], &[m, n]).expect("two invariant parts");
-        // Five inputs take it off the fast path (four): not hoisted when it launches.
-        assert!(hoist(p, &[0b01, 0b10, 0], &[m, n]).is_none());
+        // Five inputs stay on the fast path (eight): hoisted when it launches.
+        assert_ne!(h.program.fast, strided_apply_expr::ir::NOT_FAST, "{t:?}");
+        assert_eq!(hoist(p, &[0b01, 0b10, 0], &[m, n]).as_ref(), Some(&h));
         assert_eq!(h.parts.len(), 2);
         assert_eq!((h.parts[0].axes, h.parts[1].axes), (0b01, 0b10));
         assert_eq!(
