@@ -257,11 +257,13 @@ unsafe fn launch_bound(
             strides: &shapes[j].1,
         });
     }
-    // A main program of more inputs than the element-wise fast kernels load runs fast on
-    // the vectorised kernel only: where its contract fails, the unhoisted program (on a
-    // fast kernel) is the faster.
+    // A fast program stays on the fast kernels: a main program of more inputs than they
+    // load runs fast on a wide kernel only, and where its contract fails the unhoisted
+    // program is the faster. (A general program is hoisted either way.)
     // SAFETY: a probe launches nothing.
-    if !unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Probe)? } {
+    if kernel::is_fast(p)
+        && !unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Probe)? }
+    {
         drop(temps);
         // SAFETY: forwarded.
         return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
