@@ -857,6 +857,37 @@ mod device {
         }
     }
 
+    /// `$lanes!(t)` for element type `$e`, with `t` a constant in each arm. `$every`: an arm
+    /// for every element type (`$none` for a code that is none); else the float types' arms
+    /// and one of a run-time type for the others. [`widen_lanes`] and [`narrow_lanes`].
+    macro_rules! by_elem {
+        ($e:expr, $every:expr, $lanes:ident, $none:expr) => {
+            if !$every {
+                match $e {
+                    ElemType::F32 => $lanes!(ElemType::F32),
+                    ElemType::F64 => $lanes!(ElemType::F64),
+                    ElemType::F16 => $lanes!(ElemType::F16),
+                    ElemType::BF16 => $lanes!(ElemType::BF16),
+                    other => $lanes!(other),
+                }
+            } else {
+                match $e {
+                    ElemType::F32 => $lanes!(ElemType::F32),
+                    ElemType::F64 => $lanes!(ElemType::F64),
+                    ElemType::F16 => $lanes!(ElemType::F16),
+                    ElemType::BF16 => $lanes!(ElemType::BF16),
+                    ElemType::I32 => $lanes!(ElemType::I32),
+                    ElemType::I64 => $lanes!(ElemType::I64),
+                    ElemType::U32 => $lanes!(ElemType::U32),
+                    ElemType::U8 => $lanes!(ElemType::U8),
+                    ElemType::Bool => $lanes!(ElemType::Bool),
+                    // No program element type (`elem_of` gives one of the above).
+                    _ => $none,
+                }
+            }
+        };
+    }
+
     /// Elements of type `e` widened to `T` ([`widen`]), one branch on the type (every arm
     /// a constant type: a fallback arm of a run-time type keeps its lanes in a loop over a
     /// stack frame).
@@ -870,28 +901,7 @@ mod device {
                 core::array::from_fn(|j| T::dec(widen($e, bits[j].bits())))
             };
         }
-        if !EVERY {
-            return match e {
-                ElemType::F32 => lanes!(ElemType::F32),
-                ElemType::F64 => lanes!(ElemType::F64),
-                ElemType::F16 => lanes!(ElemType::F16),
-                ElemType::BF16 => lanes!(ElemType::BF16),
-                other => lanes!(other),
-            };
-        }
-        match e {
-            ElemType::F32 => lanes!(ElemType::F32),
-            ElemType::F64 => lanes!(ElemType::F64),
-            ElemType::F16 => lanes!(ElemType::F16),
-            ElemType::BF16 => lanes!(ElemType::BF16),
-            ElemType::I32 => lanes!(ElemType::I32),
-            ElemType::I64 => lanes!(ElemType::I64),
-            ElemType::U32 => lanes!(ElemType::U32),
-            ElemType::U8 => lanes!(ElemType::U8),
-            ElemType::Bool => lanes!(ElemType::Bool),
-            // No program element type (`elem_of` gives one of the above).
-            _ => [T::dec(0); K],
-        }
+        by_elem!(e, EVERY, lanes, [T::dec(0); K])
     }
 
     /// Values of `T` rounded once to the output type `e` ([`narrow`]), one branch on it.
@@ -905,28 +915,7 @@ mod device {
                 core::array::from_fn(|j| narrow(T::CLASS, v[j].enc(), $e))
             };
         }
-        if !EVERY {
-            return match e {
-                ElemType::F32 => lanes!(ElemType::F32),
-                ElemType::F64 => lanes!(ElemType::F64),
-                ElemType::F16 => lanes!(ElemType::F16),
-                ElemType::BF16 => lanes!(ElemType::BF16),
-                other => lanes!(other),
-            };
-        }
-        match e {
-            ElemType::F32 => lanes!(ElemType::F32),
-            ElemType::F64 => lanes!(ElemType::F64),
-            ElemType::F16 => lanes!(ElemType::F16),
-            ElemType::BF16 => lanes!(ElemType::BF16),
-            ElemType::I32 => lanes!(ElemType::I32),
-            ElemType::I64 => lanes!(ElemType::I64),
-            ElemType::U32 => lanes!(ElemType::U32),
-            ElemType::U8 => lanes!(ElemType::U8),
-            ElemType::Bool => lanes!(ElemType::Bool),
-            // No program element type (`elem_of` gives one of the above).
-            _ => [0; K],
-        }
+        by_elem!(e, EVERY, lanes, [0; K])
     }
 
     /// The grid-stride loop of every variant; `ndim == 0` is the contiguous one.
