@@ -216,18 +216,57 @@ unsafe fn launch_bound(
     // Only where some input is broadcast along some axis (a dense call allocates nothing).
     let invariant = invariant_axes(out.shape, inputs);
     let any = invariant.iter().any(|&a| a != 0);
-    let hoisted = if hoist && any && hoisting_on() && numel > 1 && gpu.context().has_async_alloc() {
-        super::hoist::hoist(p, &invariant[..inputs.len().min(MAX_INPUTS)], out.shape)
-    } else {
-        None
-    };
-    let Some(h) = hoisted else {
+    if !(hoist && any && hoisting_on() && numel > 1 && gpu.context().has_async_alloc()) {
+        // SAFETY: forwarded.
+        return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
+    }
+    let invariant = &invariant[..inputs.len().min(MAX_INPUTS)];
+    let Some(h) = super::hoist::hoist(p, invariant, out.shape, MAX_INPUTS) else {
         // SAFETY: forwarded.
         return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
     };
     // Every check of the unhoisted program first: an error launches nothing.
     // SAFETY: a check launches nothing.
     unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Check)? };
+    // A fast program stays on the fast kernels: a main program of more inputs than they
+    // load runs fast on a wide kernel only; where there is none for it, fewer parts are
+    // hoisted (the main program reading at most `FAST_LOADED` inputs), and where that
+    // fails too the unhoisted program is the faster. (A general program is hoisted either
+    // way.)
+    let wide = h.program.n_inputs as usize > FAST_LOADED;
+    // SAFETY: forwarded.
+    if !(kernel::is_fast(p) && wide && kernel::wide_name(&h.program).is_none())
+        && unsafe { launch_hoisted(gpu, stream, p, &h, out, inputs)? }
+    {
+        return Ok(());
+    }
+    let fewer = super::hoist::hoist(p, invariant, out.shape, FAST_LOADED);
+    let fewer =
+        fewer.filter(|f| wide && kernel::is_fast(p) && f.program.n_inputs as usize <= FAST_LOADED);
+    if let Some(h) = fewer {
+        // SAFETY: forwarded.
+        if unsafe { launch_hoisted(gpu, stream, p, &h, out, inputs)? } {
+            return Ok(());
+        }
+    }
+    // SAFETY: forwarded.
+    unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) }
+}
+
+/// Launches the hoisted form `h` of `p`: each part into a temporary of this call, then the
+/// main program. Where `p` is a fast program and `h`'s main program would not run on a
+/// fast kernel, nothing is launched: `false`.
+///
+/// # Safety
+/// As [`launch_bound`], with the unhoisted program's checks passed on these operands.
+unsafe fn launch_hoisted(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    h: &super::hoist::Hoisted,
+    out: RawTensor<'_>,
+    inputs: &[RawTensor<'_>],
+) -> Result<bool> {
     let mut temps = Temps::new(gpu, stream);
     let mut shapes: Vec<(Vec<usize>, Vec<isize>)> = Vec::new();
     let mut ptrs = Vec::new();
@@ -242,7 +281,7 @@ unsafe fn launch_bound(
             })
             .collect();
         // A part's shape is the output's with some axes 1: its strides fit when the
-        // output's element count does (checked above).
+        // output's element count does (checked by the caller).
         let strides = crate::layout::contiguous_strides(&shape).unwrap_or_default();
         let bytes = shape.iter().product::<usize>() * part.elem.size();
         ptrs.push(temps.alloc(bytes.max(1))?);
@@ -257,16 +296,11 @@ unsafe fn launch_bound(
             strides: &shapes[j].1,
         });
     }
-    // A fast program stays on the fast kernels: a main program of more inputs than they
-    // load runs fast on a wide kernel only, and where its contract fails the unhoisted
-    // program is the faster. (A general program is hoisted either way.)
     // SAFETY: a probe launches nothing.
     if kernel::is_fast(p)
         && !unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Probe)? }
     {
-        drop(temps);
-        // SAFETY: forwarded.
-        return unsafe { launch_plain(gpu, stream, p, out, inputs, Mode::Launch).map(drop) };
+        return Ok(false);
     }
     for (j, part) in h.parts.iter().enumerate() {
         // Each input of the part as a view of the temporary's shape: broadcast to the
@@ -313,7 +347,8 @@ unsafe fn launch_bound(
     }
     // SAFETY: the original operands (checked above) and the temporaries, written above on
     // the same stream.
-    unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Launch).map(drop) }
+    unsafe { launch_plain(gpu, stream, &h.program, out, &main, Mode::Launch)? };
+    Ok(true)
 }
 
 /// Temporaries of one call, allocated and freed in the order of `stream`.

@@ -54,16 +54,89 @@ fn result_class(i: Instr) -> Class {
 /// output axes along which input `k` does not vary (size 1 or stride 0 after broadcasting
 /// to `out_shape`). A subexpression is hoisted when it reads some input, holds an expensive
 /// op, does not vary along some axis, its parent does vary along every axis, and its
-/// temporary has at most half the output's elements.
-pub(crate) fn hoist(p: &Program, invariant: &[u64], out_shape: &[usize]) -> Option<Hoisted> {
-    let h = hoist_parts(p, invariant, out_shape)?;
+/// temporary has at most half the output's elements. The main program reads at most
+/// `max_inputs` inputs (temporaries included): where every such subexpression would take
+/// more, the ones hoisted are those that save the most expensive ops ([`hoist_parts`]).
+pub(crate) fn hoist(
+    p: &Program,
+    invariant: &[u64],
+    out_shape: &[usize],
+    max_inputs: usize,
+) -> Option<Hoisted> {
+    let h = hoist_parts(p, invariant, out_shape, max_inputs)?;
     // Temporaries that take the program off its fast path (more than its eight inputs) make
     // it slower, not faster (`benches/NOTES.md`, "Expressions: the interpreter on the GPU").
     (p.fast == NOT_FAST || h.program.fast != NOT_FAST).then_some(h)
 }
 
+/// The number of expensive ops in instructions `s..=e`: what hoisting them saves per
+/// element.
+fn saving(code: &[Instr], (s, e): (usize, usize)) -> usize {
+    code[s..=e].iter().filter(|i| expensive(i.op)).count()
+}
+
+/// Of the hoistable subexpressions `chosen` (disjoint instruction ranges), the ones to
+/// hoist so that the main program reads at most `max_inputs` inputs: every one where they
+/// fit, else the subset that saves the most expensive ops (fewer temporaries on a tie).
+/// Empty when none fits.
+fn fitting(
+    code: &[Instr],
+    chosen: &[(usize, usize, u64)],
+    max_inputs: usize,
+) -> Vec<(usize, usize, u64)> {
+    // Inputs the main program reads with the parts in `mask` hoisted, temporaries included.
+    let reads = |mask: u32| -> usize {
+        let inside = |pc: usize| {
+            chosen
+                .iter()
+                .enumerate()
+                .any(|(j, &(s, e, _))| mask >> j & 1 != 0 && (s..=e).contains(&pc))
+        };
+        let loads = code
+            .iter()
+            .enumerate()
+            .filter(|&(pc, i)| i.op == Opcode::Load as u8 && !inside(pc))
+            .fold(0u8, |m, (_, i)| m | 1 << (i.arg as usize % MAX_INPUTS));
+        loads.count_ones() as usize + mask.count_ones() as usize
+    };
+    // Subsets of at most eight candidates are searched (a program of `MAX_INSTRS`
+    // instructions rarely has more); beyond that, all or nothing.
+    let n = chosen.len();
+    if n > 8 {
+        return if reads((1 << n.min(31)) - 1) <= max_inputs {
+            chosen.to_vec()
+        } else {
+            Vec::new()
+        };
+    }
+    let best = (1u32..1 << n)
+        .filter(|&mask| reads(mask) <= max_inputs)
+        .max_by_key(|&mask| {
+            let saved: usize = (0..n)
+                .filter(|j| mask >> j & 1 != 0)
+                .map(|j| saving(code, (chosen[j].0, chosen[j].1)))
+                .sum();
+            (
+                saved,
+                std::cmp::Reverse(mask.count_ones()),
+                std::cmp::Reverse(mask),
+            )
+        });
+    best.map_or_else(Vec::new, |mask| {
+        (0..n)
+            .filter(|j| mask >> j & 1 != 0)
+            .map(|j| chosen[j])
+            .collect()
+    })
+}
+
 /// [`hoist`] without the fast-path condition: the transformation itself.
-pub(crate) fn hoist_parts(p: &Program, invariant: &[u64], out_shape: &[usize]) -> Option<Hoisted> {
+pub(crate) fn hoist_parts(
+    p: &Program,
+    invariant: &[u64],
+    out_shape: &[usize],
+    max_inputs: usize,
+) -> Option<Hoisted> {
     let all: u64 = if out_shape.len() >= 64 {
         u64::MAX
     } else {
@@ -118,10 +191,11 @@ pub(crate) fn hoist_parts(p: &Program, invariant: &[u64], out_shape: &[usize]) -
         }
         stack.push(entry);
     }
+    let code = p.code();
+    let chosen = fitting(code, &chosen, max_inputs.min(MAX_INPUTS));
     if chosen.is_empty() {
         return None;
     }
-    let code = p.code();
     // The inputs the main program still reads, then the temporaries.
     let inside = |pc: usize| chosen.iter().any(|&(s, e, _)| (s..=e).contains(&pc));
     let mut main_inputs: Vec<usize> = Vec::new();
@@ -129,9 +203,6 @@ pub(crate) fn hoist_parts(p: &Program, invariant: &[u64], out_shape: &[usize]) -
         if i.op == Opcode::Load as u8 && !inside(pc) && !main_inputs.contains(&(i.arg as usize)) {
             main_inputs.push(i.arg as usize);
         }
-    }
-    if main_inputs.len() + chosen.len() > MAX_INPUTS {
-        return None;
     }
     let mut main = *p;
     main.instrs = [Instr::default(); strided_apply_expr::MAX_INSTRS];

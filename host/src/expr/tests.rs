@@ -2279,6 +2279,7 @@ fn eval_at(p: &Program, inputs: &[u64]) -> u64 {
 #[test]
 fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
     use super::hoist::{hoist, hoist_parts};
+    use strided_apply_expr::eval::FAST_LOADED;
     let e = parse("sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)");
     for t in [F32, F64, BF16] {
         let c = e
@@ -2287,10 +2288,13 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
         let p = c.program();
         // Out [m, n]: a a row (invariant along axis 0), b a column (axis 1), c full.
         let (m, n) = (5usize, 7usize);
-        let h = hoist_parts(p, &[0b01, 0b10, 0], &[m, n]).expect("two invariant parts");
+        let h = hoist_parts(p, &[0b01, 0b10, 0], &[m, n], MAX_INPUTS).expect("two invariant parts");
         // Five inputs stay on the fast path (eight): hoisted when it launches.
         assert_ne!(h.program.fast, strided_apply_expr::ir::NOT_FAST, "{t:?}");
-        assert_eq!(hoist(p, &[0b01, 0b10, 0], &[m, n]).as_ref(), Some(&h));
+        assert_eq!(
+            hoist(p, &[0b01, 0b10, 0], &[m, n], MAX_INPUTS).as_ref(),
+            Some(&h)
+        );
         assert_eq!(h.parts.len(), 2);
         assert_eq!((h.parts[0].axes, h.parts[1].axes), (0b01, 0b10));
         assert_eq!(
@@ -2299,6 +2303,21 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
         );
         assert_eq!(h.inputs, [0, 1, 2], "a and b still feed sin(a*b)");
         assert_eq!(h.program.n_inputs, 5);
+        // At most four inputs (the fast kernels without a wide one): the part that saves
+        // more, `log(cos(b)+2)` (two expensive ops against `cos(a)`'s one).
+        let f = hoist_parts(p, &[0b01, 0b10, 0], &[m, n], FAST_LOADED).expect("one part fits");
+        assert_eq!(f.parts.len(), 1, "{t:?}");
+        assert_eq!(
+            (f.parts[0].axes, f.parts[0].inputs.clone()),
+            (0b10, vec![1])
+        );
+        assert_eq!(f.parts[0].program.code().len(), 5, "b, cos, 2, +, log");
+        assert_eq!((f.inputs.clone(), f.program.n_inputs), (vec![0, 1, 2], 4));
+        assert_ne!(f.program.fast, strided_apply_expr::ir::NOT_FAST, "{t:?}");
+        assert!(
+            hoist_parts(p, &[0b01, 0b10, 0], &[m, n], 3).is_none(),
+            "a, b, c alone are 3"
+        );
         // Every element: the parts' values fed to the main program give the original bits.
         let mut r = Rng::new(7);
         let class = Class::of(t).unwrap();
@@ -2315,6 +2334,7 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
                 let e0 = h.parts[0].elem;
                 let p0 = value::widen(e0, value::narrow(class, p0, e0));
                 let got = eval_at(&h.program, &[a, b, cc, p0, p1]);
+                assert_eq!(eval_at(&f.program, &[a, b, cc, p1]), got, "{t:?} one part");
                 let same = got == want || {
                     let f = |v: u64| {
                         if class == Class::F64 {
@@ -2334,16 +2354,16 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
     let cheap = parse("a * b + c")
         .compile(&tensors(&[("a", F32), ("b", F32), ("c", F32)]), None)
         .unwrap();
-    assert!(hoist(cheap.program(), &[0b01, 0b10, 0], &[5, 7]).is_none());
+    assert!(hoist(cheap.program(), &[0b01, 0b10, 0], &[5, 7], MAX_INPUTS).is_none());
     let full = parse("cos(a) * b")
         .compile(&tensors(&[("a", F32), ("b", F32)]), None)
         .unwrap();
-    assert!(hoist(full.program(), &[0, 0], &[5, 7]).is_none());
+    assert!(hoist(full.program(), &[0, 0], &[5, 7], MAX_INPUTS).is_none());
     assert!(
-        hoist(full.program(), &[0b01, 0], &[1, 7]).is_none(),
+        hoist(full.program(), &[0b01, 0], &[1, 7], MAX_INPUTS).is_none(),
         "size-1 axis: no saving"
     );
-    let h = hoist(full.program(), &[0b01, 0], &[5, 7]).expect("cos of a row");
+    let h = hoist(full.program(), &[0b01, 0], &[5, 7], MAX_INPUTS).expect("cos of a row");
     assert_eq!(
         (h.parts.len(), h.inputs.clone()),
         (1, vec![1]),
