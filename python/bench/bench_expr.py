@@ -31,7 +31,7 @@ Groups:
   of a kept expression ``f(a=x, b=y, out=z)`` (and positional ``f(x, y, out=z)``), of
   ``sa.add(x, y, out=z)`` and of ``torch.add(x, y, out=z)``, divided by 10000,
   synchronising only at the end (the final synchronisation is inside the wall time); the
-  median of 5 such bursts, the impls alternating burst by burst.
+  median of 11 such bursts, the impls alternating burst by burst.
 * ``reduce``: ``sa.expr(text).sum(..., dim=d)`` in one pass against the library's
   ``sa.map_reduce("sqdiff", ...)`` (where one exists), torch eager (the expression, then
   ``torch.sum``) and ``torch.compile``: ``sum((a-b)*(a-b))`` of two dense f32 8192x8192
@@ -702,7 +702,7 @@ class Settings:
         self.runs = 10 if quick else 30
         self.rounds = 1 if quick else 3
         self.host_calls = 10000 // self.shrink
-        self.host_bursts = 3 if quick else 5
+        self.host_bursts = 3 if quick else 11
 
 
 CUPY_IMPORT_ERROR = None

@@ -41,14 +41,24 @@ type Signature = (Vec<Arg>, Option<ElemType>);
 pub(crate) struct Expr {
     text: String,
     expr: SaExpr,
-    names: Vec<String>,
-    compiled: Mutex<HashMap<Signature, Arc<Compiled>>>,
+    /// The names in order of first appearance, as operand names ([`static_name`]: kept
+    /// here, no lookup per call).
+    names: Vec<&'static str>,
+    compiled: Mutex<Programs>,
+}
+
+/// The programs compiled for an expression, by signature, and the last one used (a call
+/// with the signature of the one before it finds its program without hashing).
+#[derive(Default)]
+struct Programs {
+    by_signature: HashMap<Signature, Arc<Compiled>>,
+    last: Option<(Signature, Arc<Compiled>)>,
 }
 
 /// A program bound to its scalars, as the call path runs kernels.
 struct BoundExpr {
     compiled: Arc<Compiled>,
-    scalars: Vec<(String, Scalar)>,
+    scalars: Vec<(&'static str, Scalar)>,
 }
 
 impl Kernel for BoundExpr {
@@ -59,10 +69,12 @@ impl Kernel for BoundExpr {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars = self.scalars();
         // SAFETY: forwarded contract (device memory described by its producer, held for the
         // call, on the producer's stream).
-        unsafe { self.compiled.launch(gpu, stream, out, inputs, &scalars) }
+        unsafe {
+            self.compiled
+                .launch(gpu, stream, out, inputs, &self.scalars)
+        }
     }
 
     unsafe fn run_cpu_raw(
@@ -70,10 +82,9 @@ impl Kernel for BoundExpr {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars = self.scalars();
         // SAFETY: forwarded contract (host memory described by its producer, held for the
         // call).
-        unsafe { self.compiled.run_cpu_raw(out, inputs, &scalars) }
+        unsafe { self.compiled.run_cpu_raw(out, inputs, &self.scalars) }
     }
 }
 
@@ -84,19 +95,19 @@ impl Expr {
     #[new]
     fn new(text: &str) -> PyResult<Self> {
         let expr = SaExpr::parse(text).map_err(crate::errors::py_err)?;
-        let names = expr.names().into_iter().map(String::from).collect();
+        let names = expr.names().into_iter().map(static_name).collect();
         Ok(Expr {
             text: text.to_string(),
             expr,
             names,
-            compiled: Mutex::new(HashMap::new()),
+            compiled: Mutex::new(Programs::default()),
         })
     }
 
     /// The expression's names, in order of first appearance (the positional order).
     #[getter]
     fn names(&self) -> Vec<String> {
-        self.names.clone()
+        self.names.iter().map(|n| n.to_string()).collect()
     }
 
     fn __repr__(&self) -> String {
@@ -271,12 +282,17 @@ impl Kernel for ReducedExpr<'_> {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars = self.bound.scalars();
         // SAFETY: forwarded contract, as `BoundExpr::launch`.
         unsafe {
-            self.bound
-                .compiled
-                .launch_reduce(gpu, stream, self.op, out, inputs, &scalars, self.axes)
+            self.bound.compiled.launch_reduce(
+                gpu,
+                stream,
+                self.op,
+                out,
+                inputs,
+                &self.bound.scalars,
+                self.axes,
+            )
         }
     }
 
@@ -285,19 +301,12 @@ impl Kernel for ReducedExpr<'_> {
         out: RawTensor<'_>,
         inputs: &[RawTensor<'_>],
     ) -> strided_apply::Result<()> {
-        let scalars = self.bound.scalars();
         // SAFETY: forwarded contract, as `BoundExpr::run_cpu_raw`.
         unsafe {
             self.bound
                 .compiled
-                .reduce_cpu_raw(self.op, out, inputs, &scalars, self.axes)
+                .reduce_cpu_raw(self.op, out, inputs, &self.bound.scalars, self.axes)
         }
-    }
-}
-
-impl BoundExpr {
-    fn scalars(&self) -> Vec<(&str, Scalar)> {
-        self.scalars.iter().map(|(n, s)| (n.as_str(), *s)).collect()
     }
 }
 
@@ -318,50 +327,57 @@ impl Expr {
     ) -> PyResult<(crate::call::Operands<'py>, BoundExpr)> {
         let values = self.bind(args, kwargs)?;
         // Python numbers are run-time scalars; everything else is a tensor.
-        let mut tensors: Vec<(Bound<'py, PyAny>, &'static str)> = Vec::new();
-        let mut scalars: Vec<(String, Scalar)> = Vec::new();
-        for (name, v) in self.names.iter().zip(values) {
-            if v.is_instance_of::<PyBool>()
+        let is_scalar = |v: &Bound<'py, PyAny>| {
+            v.is_instance_of::<PyBool>()
                 || v.is_instance_of::<PyInt>()
                 || v.is_instance_of::<PyFloat>()
-            {
-                scalars.push((name.clone(), scalar(&v, what, name)?));
-            } else {
-                tensors.push((v, static_name(name)));
+        };
+        let mut scalars: Vec<(&'static str, Scalar)> = Vec::new();
+        for (&name, v) in self.names.iter().zip(&values) {
+            if is_scalar(v) {
+                scalars.push((name, scalar(v, what, name)?));
             }
         }
-        let ops = operands(py, what, tensors, out, stream.as_ref())?;
+        let tensors = self.names.iter().zip(values);
+        let tensors = tensors.filter(|(_, v)| !is_scalar(v)).map(|(&n, v)| (v, n));
+        let mut ops = operands(py, what, tensors, out, stream.as_ref())?;
         let out_elem = match (&ops.out_elem(), &dtype) {
             (Some(e), _) => Some(*e),
             (None, Some(d)) => Some(dtype_arg(py, d)?),
             (None, None) => None,
         };
-        let mut sig: Vec<Arg> = Vec::with_capacity(self.names.len());
-        for name in &self.names {
-            if let Some((_, s)) = scalars.iter().find(|(n, _)| n == name) {
-                sig.push(Arg::Scalar(match s {
+        let arg_of = |name: &str| -> PyResult<Arg> {
+            if let Some((_, s)) = scalars.iter().find(|(n, _)| *n == name) {
+                return Ok(Arg::Scalar(match s {
                     Scalar::Bool(_) => ScalarKind::Bool,
                     Scalar::F64(_) => ScalarKind::Float,
                     _ => ScalarKind::Int,
                 }));
-            } else {
-                let o = ops.inputs.iter().find(|o| o.name == name.as_str());
-                let elem = o.and_then(|o| o.elem).ok_or_else(|| {
-                    ExprError::new_err(format!("{name}: no element type (not consumed)"))
-                })?;
-                sig.push(Arg::Tensor(elem));
             }
+            let o = ops.inputs.iter().find(|o| o.name == name);
+            let elem = o.and_then(|o| o.elem).ok_or_else(|| {
+                ExprError::new_err(format!("{name}: no element type (not consumed)"))
+            })?;
+            Ok(Arg::Tensor(elem))
+        };
+        let compiled = self.compile(arg_of, out_elem)?;
+        // The program reads its tensors in the order of `Compiled::inputs` (first use),
+        // mostly that of the names already (first appearance): reordered where not.
+        let wanted = compiled.inputs();
+        let in_order = ops.inputs.len() == wanted.len()
+            && ops
+                .inputs
+                .iter()
+                .zip(wanted)
+                .all(|(o, n)| o.name == n.as_str());
+        if !in_order {
+            let order: Vec<usize> = wanted
+                .iter()
+                .filter_map(|n| ops.inputs.iter().position(|o| o.name == n.as_str()))
+                .collect();
+            let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
+            ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
         }
-        let compiled = self.compile((sig, out_elem))?;
-        // The program reads its tensors in the order of `Compiled::inputs` (first use).
-        let mut ops = ops;
-        let order: Vec<usize> = compiled
-            .inputs()
-            .iter()
-            .filter_map(|n| ops.inputs.iter().position(|o| o.name == n.as_str()))
-            .collect();
-        let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
-        ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
         Ok((ops, BoundExpr { compiled, scalars }))
     }
 
@@ -407,6 +423,9 @@ impl Expr {
                 args.len()
             )));
         }
+        if args.len() == n && kwargs.is_none_or(|kw| kw.is_empty()) {
+            return Ok(args.iter().collect());
+        }
         let mut values: Vec<Option<Bound<'py, PyAny>>> = vec![None; n];
         for (slot, a) in values.iter_mut().zip(args.iter()) {
             *slot = Some(a);
@@ -438,24 +457,49 @@ impl Expr {
             .collect()
     }
 
-    /// The program for a signature, compiled on its first use.
-    fn compile(&self, sig: Signature) -> PyResult<Arc<Compiled>> {
+    /// The program for a call whose names bind to `arg_of(name)` and whose output type
+    /// is `out`, compiled on its signature's first use.
+    fn compile(
+        &self,
+        arg_of: impl Fn(&str) -> PyResult<Arg>,
+        out: Option<ElemType>,
+    ) -> PyResult<Arc<Compiled>> {
         let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(c) = cache.get(&sig) {
-            return Ok(c.clone());
+        // The last signature again: compared in place, nothing allocated or hashed.
+        if let Some(((args, last_out), c)) = &cache.last {
+            let mut same = *last_out == out;
+            for (a, &name) in args.iter().zip(&self.names) {
+                same = same && *a == arg_of(name)?;
+            }
+            if same {
+                return Ok(c.clone());
+            }
         }
-        let args: Vec<(&str, Arg)> = self
+        let args: Vec<Arg> = self
             .names
             .iter()
-            .map(String::as_str)
-            .zip(sig.0.iter().copied())
-            .collect();
-        let c = Arc::new(
-            self.expr
-                .compile(&args, sig.1)
-                .map_err(crate::errors::py_err)?,
-        );
-        cache.insert(sig, c.clone());
+            .map(|&n| arg_of(n))
+            .collect::<PyResult<_>>()?;
+        let sig = (args, out);
+        let c = match cache.by_signature.get(&sig) {
+            Some(c) => c.clone(),
+            None => {
+                let named: Vec<(&str, Arg)> = self
+                    .names
+                    .iter()
+                    .copied()
+                    .zip(sig.0.iter().copied())
+                    .collect();
+                let c = Arc::new(
+                    self.expr
+                        .compile(&named, out)
+                        .map_err(crate::errors::py_err)?,
+                );
+                cache.by_signature.insert(sig.clone(), c.clone());
+                c
+            }
+        };
+        cache.last = Some((sig, c.clone()));
         Ok(c)
     }
 }

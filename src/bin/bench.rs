@@ -108,6 +108,7 @@ const GROUPS: &[(&str, &[&str])] = &[
         "tiny",
         &[
             "tiny_add_host_us",
+            "tiny_expr_host_us",
             "tiny_dispatch_host_us",
             "tiny_graph_per_op_us",
         ],
@@ -1162,8 +1163,91 @@ fn tiny(bench: &Bench) -> Result<()> {
     println!(
         "{{\"impl\":\"strided-apply\",\"case\":\"tiny_add_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"host_us\":{host_us:.3},\"us_incl_sync\":{us:.3},\"burst_host_us\":{typed_burst_us:.3},\"driver_launch_us\":{raw_us:.3}}}"
     );
+    tiny_expr(gpu, &mut c, &a, &b)?;
     #[cfg(feature = "dispatch")]
     tiny_dispatch_and_graph(gpu, &mut c, &a, &b, typed_burst_us)?;
+    Ok(())
+}
+
+/// The same 1024-element add as a kept expression (`Expr::parse("a + b")` compiled once,
+/// `Compiled::run` per call) against the typed `apply3`: issue #38's host time per call.
+/// Bursts of `calls` from an idle queue, the two alternating burst by burst (the host's
+/// drift falls on both), medians of 40 bursts each, for bursts of 200 and of 20 calls; and
+/// the device time per call of each (CUDA events around 100 calls, median of 25: a host
+/// that submits faster than the device runs them is bounded by the latter). Case
+/// `tiny_expr_host_us`.
+fn tiny_expr(
+    gpu: &Gpu,
+    c: &mut DeviceTensor<f32>,
+    a: &DeviceTensor<f32>,
+    b: &DeviceTensor<f32>,
+) -> Result<()> {
+    use strided_apply::expr::{Arg, DeviceArg, Expr};
+    use strided_apply::ElemType::F32;
+    let n = c.numel();
+    let f =
+        Expr::parse("a + b")?.compile(&[("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32))], None)?;
+    *c = DeviceTensor::zeros(gpu, &[n])?;
+    let expr =
+        |c: &mut DeviceTensor<f32>| f.run(gpu, c, &[DeviceArg::from(a), DeviceArg::from(b)], &[]);
+    let typed = |c: &mut DeviceTensor<f32>| api::apply3(gpu, ops::Add, c, a, b);
+    expr(c)?;
+    gpu.synchronize()?;
+    if c.to_vec(gpu)? != cpu_sum(&a.to_vec(gpu)?, &b.to_vec(gpu)?) {
+        eprintln!("bench: kept-expression adds gave a wrong sum");
+    }
+    let burst = |calls: usize, c: &mut DeviceTensor<f32>| -> Result<(f64, f64)> {
+        let (mut e, mut t) = (Vec::new(), Vec::new());
+        for round in 0..40 {
+            for which in [round % 2, 1 - round % 2] {
+                gpu.synchronize()?;
+                let start = Instant::now();
+                for _ in 0..calls {
+                    if which == 0 {
+                        expr(c)?;
+                    } else {
+                        typed(c)?;
+                    }
+                }
+                let us = start.elapsed().as_secs_f64() * 1e6 / calls as f64;
+                if which == 0 {
+                    e.push(us)
+                } else {
+                    t.push(us)
+                }
+            }
+        }
+        e.sort_by(f64::total_cmp);
+        t.sort_by(f64::total_cmp);
+        Ok((e[e.len() / 2], t[t.len() / 2]))
+    };
+    let (expr_us, typed_us) = burst(200, c)?;
+    let (expr20_us, typed20_us) = burst(20, c)?;
+    let per_call = |which: usize, c: &mut DeviceTensor<f32>| -> Result<f64> {
+        let mut v: Vec<f64> = (0..25)
+            .map(|_| -> Result<f64> {
+                gpu.synchronize()?;
+                let ms = gpu.time_ms(|| {
+                    for _ in 0..100 {
+                        if which == 0 {
+                            expr(c)?
+                        } else {
+                            typed(c)?
+                        }
+                    }
+                    Ok(())
+                })?;
+                Ok(ms as f64 * 10.0)
+            })
+            .collect::<Result<_>>()?;
+        v.sort_by(f64::total_cmp);
+        Ok(v[v.len() / 2])
+    };
+    let expr_dev_us = per_call(0, c)?;
+    let typed_dev_us = per_call(1, c)?;
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"tiny_expr_host_us\",\"dtype\":\"f32\",\"elements\":{n},\"burst_host_us\":{expr_us:.3},\"typed_burst_host_us\":{typed_us:.3},\"burst20_host_us\":{expr20_us:.3},\"typed_burst20_host_us\":{typed20_us:.3},\"device_us_per_call\":{expr_dev_us:.3},\"typed_device_us_per_call\":{typed_dev_us:.3}}}"
+    );
     Ok(())
 }
 
