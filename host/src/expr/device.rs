@@ -92,7 +92,7 @@ impl Compiled {
         inputs: &[DeviceArg<'_>],
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
-        let p = self.bind(scalars)?;
+        let p = self.bound(scalars)?;
         self.check_count(inputs.len())?;
         let out = DeviceArg::from(&*out);
         let mut args = [out; MAX_INPUTS + 1];
@@ -111,28 +111,44 @@ impl Compiled {
         for (k, a) in args.iter().enumerate() {
             a.region(gpu, NAMES[k])?;
         }
-        let raw: Vec<RawTensor<'_>> = args
-            .iter()
-            .map(|a| RawTensor {
-                ptr: a.base(),
-                elem: a.elem,
-                shape: a.layout.shape(),
-                strides: a.layout.strides(),
-            })
-            .collect();
-        // SAFETY: every view was checked against its buffer of this gpu when it was made;
-        // the buffers live until the work queued on the gpu's stream completes (a tensor's
-        // buffer is freed in stream order).
-        unsafe {
-            launch_bound(
-                gpu,
-                gpu.stream().cu_stream(),
-                &p,
-                self.hoist,
-                raw[0],
-                &raw[1..],
-            )
+        let stream = gpu.stream().cu_stream();
+        let mut raw = [args[0].raw(); MAX_INPUTS + 1];
+        for (r, a) in raw.iter_mut().zip(args).skip(1) {
+            *r = a.raw();
         }
+        let raw = &raw[..args.len()];
+        // SAFETY (both): every view was checked against its buffer of this gpu when it was
+        // made; the buffers live until the work queued on the gpu's stream completes (a
+        // tensor's buffer is freed in stream order).
+        if self.hoist
+            && hoisting_on()
+            && invariant_axes(raw[0].shape, &raw[1..])
+                .iter()
+                .any(|&a| a != 0)
+        {
+            return unsafe { launch_bound(gpu, stream, &p, true, raw[0], &raw[1..]) };
+        }
+        // Nothing to hoist: the tensors' own layouts, as the typed `apply` takes them.
+        macro_rules! go {
+            ($($n:literal),*) => {
+                match args.len() {
+                    $($n => {
+                        let regions: [Region<'_>; $n] = std::array::from_fn(|k| Region {
+                            operand: NAMES[k],
+                            buffer: args[k].buf.addr(),
+                            elem_size: args[k].elem.size(),
+                            layout: args[k].layout,
+                        });
+                        let ptrs: [u64; $n] = std::array::from_fn(|k| args[k].base());
+                        // SAFETY: as above; the regions are the views' own.
+                        unsafe { launch_checked(gpu, stream, &p, regions, ptrs, Mode::Launch) }
+                            .map(drop)
+                    })*
+                    _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
+                }
+            };
+        }
+        go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
     }
 
     /// [`run`](Self::run) over caller-owned device memory given by address (a framework's
@@ -150,7 +166,7 @@ impl Compiled {
         inputs: &[RawTensor<'_>],
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
-        let p = self.bind(scalars)?;
+        let p = self.bound(scalars)?;
         self.check_count(inputs.len())?;
         let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
         // SAFETY: forwarded contract.
@@ -423,24 +439,46 @@ unsafe fn launch_plain(
                         value::elem_of(if k == 0 { p.out } else { p.inputs[k - 1] })
                     });
                     let layouts = crate::operand::checked_layouts(&types, &t, names)?;
-                    let plan: Plan<$n> = plan(std::array::from_fn(|k| &layouts[k]), names)?;
                     let regions = crate::operand::raw_regions(&types, &t, &layouts, names);
-                    check_aliasing(&regions[0], &regions[1..])?;
-                    let (ptrs, sizes) = (t.map(|t| t.ptr), types.map(|e| e.size()));
-                    let fast = on_fast_kernel(p, &plan, &ptrs, &sizes);
-                    if mode != Mode::Launch {
-                        return Ok(fast);
-                    }
-                    // SAFETY: the caller vouches for the memory and the stream; the checks
-                    // above prove the types, the aliasing rules and the offsets.
-                    unsafe { launch_program(gpu, stream, p, &plan, ptrs, sizes)? };
-                    Ok(fast)
+                    // SAFETY: forwarded; the layouts are the raw tensors' (offset 0 at
+                    // each pointer), checked against their types.
+                    unsafe { launch_checked(gpu, stream, p, regions, t.map(|t| t.ptr), mode) }
                 })*
                 _ => unreachable!("at most {MAX_INPUTS} inputs (check_count)"),
             }
         };
     }
     go!(1, 2, 3, 4, 5, 6, 7, 8, 9)
+}
+
+/// Plans checked operands, checks the aliasing rules and, in [`Mode::Launch`], launches:
+/// whether it runs (or would run) on a fast path's kernel ([`on_fast_kernel`]).
+/// `regions[k]` is operand `k`'s view (output first) of `p`'s element type for it, and
+/// `ptrs[k]` the device address of its element at the layout's offset.
+///
+/// # Safety
+/// As [`Compiled::launch`], with `stream` a live stream of the gpu's context, for the memory
+/// the regions describe.
+unsafe fn launch_checked<const N: usize>(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    regions: [Region<'_>; N],
+    ptrs: [u64; N],
+    mode: Mode,
+) -> Result<bool> {
+    let names: [Operand; N] = std::array::from_fn(|k| NAMES[k]);
+    let plan: Plan<N> = plan(regions.each_ref().map(|r| r.layout), names)?;
+    check_aliasing(&regions[0], &regions[1..])?;
+    let sizes = regions.each_ref().map(|r| r.elem_size);
+    let fast = on_fast_kernel(p, &plan, &ptrs, &sizes);
+    if mode != Mode::Launch {
+        return Ok(fast);
+    }
+    // SAFETY: the caller vouches for the memory and the stream; the checks above prove the
+    // aliasing rules and the offsets.
+    unsafe { launch_program(gpu, stream, p, &plan, ptrs, sizes)? };
+    Ok(fast)
 }
 
 /// Whether [`launch_program`] runs `p` over `plan` on a fast path's kernel: every fast
@@ -504,7 +542,24 @@ pub(crate) unsafe fn launch_program<const N: usize>(
         // SAFETY: forwarded; every operand's offset is the linear index.
         return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
     }
-    let plan = &*plan.strided();
+    // A dense plan goes to the vectorised kernels as it is where their contract holds
+    // (`vector_geometry`), else as one strided dimension.
+    let vectorised = plan.variant == Variant::Contig && {
+        if kernel::is_fast(p) && p.n_inputs as usize > FAST_LOADED {
+            wide_geometry(p, plan, &ptrs, &sizes).is_some()
+        } else {
+            kernel::vector_lanes(p)
+                .and_then(|l| vector_geometry(plan, &ptrs, &sizes, l))
+                .is_some()
+        }
+    };
+    let flat;
+    let plan = if vectorised {
+        plan
+    } else {
+        flat = plan.strided();
+        &*flat
+    };
     if plan.variant != Variant::Dn64 {
         // SAFETY: forwarded.
         return unsafe { scalar(gpu, stream, p, plan, ptrs, sizes) };
@@ -542,12 +597,26 @@ pub(crate) fn vector_geometry<const N: usize>(
     sizes: &[usize; N],
     lanes: usize,
 ) -> Option<Geometry<u32, 2, OPERANDS>> {
-    if !matches!(plan.variant, Variant::D1 | Variant::D2) || !(1..=2).contains(&plan.ndim) {
-        return None;
-    }
     // Two lanes (64-bit math) measured slower than the element-wise kernels (H100, f64:
     // `a + b` dense 3 %, the seed expression dense 4 %, broadcast 1.3 %): not taken.
     if lanes < 4 {
+        return None;
+    }
+    // A dense plan as one dimension of unit strides (no flat copy of the plan per call).
+    if plan.variant == Variant::Contig {
+        let aligned = (0..N).all(|k| ptrs[k].is_multiple_of((lanes * sizes[k]) as u64));
+        if !aligned || plan.numel > i32::MAX as u64 {
+            return None;
+        }
+        let mut g = Geometry::<u32, 2, OPERANDS>::empty();
+        g.sizes = [plan.numel as u32, 1];
+        for s in g.strides.iter_mut().take(N) {
+            *s = [1, 0];
+        }
+        g.ndim = 2;
+        return Some(g);
+    }
+    if !matches!(plan.variant, Variant::D1 | Variant::D2) || !(1..=2).contains(&plan.ndim) {
         return None;
     }
     let rows = if plan.ndim == 2 { plan.sizes[1] } else { 1 };

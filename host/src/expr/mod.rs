@@ -91,6 +91,18 @@ impl Compiled {
     /// expression given once. An integer scalar must fit the integer type it meets exactly
     /// (as PyTorch's `uint8 + 300` is an error); a float rounds to a float type.
     pub fn bind(&self, scalars: &[(&str, Scalar)]) -> Result<Program> {
+        self.bound(scalars).map(std::borrow::Cow::into_owned)
+    }
+
+    /// [`bind`](Self::bind), borrowing the program where it has no scalars (no copy per
+    /// call).
+    pub(crate) fn bound(
+        &self,
+        scalars: &[(&str, Scalar)],
+    ) -> Result<std::borrow::Cow<'_, Program>> {
+        if self.scalars.is_empty() && scalars.is_empty() {
+            return Ok(std::borrow::Cow::Borrowed(&self.program));
+        }
         let mut p = self.program;
         for (i, (n, _)) in scalars.iter().enumerate() {
             if scalars[..i].iter().any(|(m, _)| m == n) {
@@ -118,7 +130,7 @@ impl Compiled {
                 reason: "not a scalar of the expression".into(),
             });
         }
-        Ok(p)
+        Ok(std::borrow::Cow::Owned(p))
     }
 
     /// Runs the expression on the CPU twin: `inputs` in the order of [`inputs`](Self::inputs),

@@ -2381,13 +2381,13 @@ fn the_vectorised_kernel_takes_aligned_unit_and_broadcast_dimensions_only() {
     // (out, a, b) layouts, element sizes, base addresses, lanes -> vectorised?
     let g = |ls: [&Layout; 3], sizes: [usize; 3], ptrs: [u64; 3], lanes: usize| {
         let p = plan(ls, names).unwrap();
-        // As the launcher: a contiguous plan as one unit axis.
-        let p = if p.variant == gpu_kernels::Variant::Contig {
-            p.flat()
-        } else {
-            p
-        };
-        vector_geometry(&p, &ptrs, &sizes, lanes)
+        let v = vector_geometry(&p, &ptrs, &sizes, lanes);
+        // A contiguous plan as it is, or as one strided unit axis: the same geometry.
+        if p.variant == gpu_kernels::Variant::Contig {
+            let flat = vector_geometry(&p.flat(), &ptrs, &sizes, lanes);
+            assert_eq!(v, flat, "a dense plan as it is or flat");
+        }
+        v
     };
     let dense = l(&[6, 8], &[8, 1], 0);
     let row = l(&[6, 8], &[0, 1], 0);
