@@ -146,9 +146,11 @@ fn expression_kernel_names_are_in_the_interpreters_image() {
     let mut names: Vec<&str> = kernel::NAMES.iter().flatten().copied().collect();
     names.extend(kernel::TILED_NAMES);
     names.extend(kernel::WIDE_NAMES.iter().flatten());
+    names.extend(kernel::CHEAP_NAMES.iter().flatten());
     names.extend(reduce::GROUP_KERNELS);
     names.push(reduce::FINAL_KERNEL);
     assert!(names.contains(&"expr_wf"), "the f32 wide kernel is listed");
+    assert!(names.contains(&"expr_cf"), "the f32 cheap kernel is listed");
     for name in names {
         let ptx = family_ptx(&image, name);
         assert!(ptx.contains(&format!(".entry {name}(")), "{name} missing");

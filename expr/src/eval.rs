@@ -144,6 +144,30 @@ macro_rules! fast_ops {
             Sigmoid 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
     };
 }
+/// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
+/// function, no division, `Rem` or `Pow`): the programs the cheap kernels run
+/// ([`is_cheap`]), whose dispatch holds these arms only and so fits more lanes in about the
+/// same registers (`Div` with its IEEE subroutine cost a block per SM).
+macro_rules! cheap_ops {
+    ($cb:ident! $($args:tt)*) => {
+        $cb! {$($args)*
+            Const 0, Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Min 2, Max 2, Fma 3,
+            Clamp 3}
+    };
+}
+
+/// Whether every instruction of `p` is a load, a constant or a cheap op (`cheap_ops!`):
+/// a fast program that the cheap kernels can run.
+pub fn is_cheap(p: &Program) -> bool {
+    use Opcode::*;
+    p.code().iter().all(|i| {
+        matches!(
+            Opcode::from_code(i.op),
+            Some(Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Min | Max | Fma | Clamp)
+        )
+    })
+}
+
 fast_ops!(slot_codes! s0 0;);
 fast_ops!(slot_codes! s1 1;);
 fast_ops!(slot_codes! s2 2;);
@@ -164,6 +188,18 @@ const _: () = assert!(
 /// bits.
 #[inline(always)]
 pub fn run_fast<T: Eval, const K: usize, const INPUTS: usize>(
+    len: usize,
+    word: impl Fn(usize) -> u32,
+    konst: impl Fn(usize) -> u64,
+    input: impl Fn(usize) -> [T; K],
+) -> [T; K] {
+    run_ops::<T, K, INPUTS, false>(len, word, konst, input)
+}
+
+/// [`run_fast`], with the dispatch of the cheap ops only where `CHEAP` (for a program that
+/// [`is_cheap`]; any other op's instruction would be skipped).
+#[inline(always)]
+pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
     len: usize,
     word: impl Fn(usize) -> u32,
     konst: impl Fn(usize) -> u64,
@@ -197,31 +233,42 @@ pub fn run_fast<T: Eval, const K: usize, const INPUTS: usize>(
         }
         // The arms of each slot gathered in turn, then the one `match`.
         macro_rules! dispatch {
-            ([$($arms:tt)*]; $m:ident $a:literal, $($rest:tt)*) => {
-                fast_ops!(dispatch! @slot [$($arms)*] [$($rest)*] $m $a;)
+            ($list:ident [$($arms:tt)*]; $m:ident $a:literal, $($rest:tt)*) => {
+                $list!(dispatch! @slot $list [$($arms)*] [$($rest)*] $m $a;)
             };
-            ([$($arms:tt)*];) => {
+            ($list:ident [$($arms:tt)*];) => {
                 match w & 0xff {
                     $($arms)*
                     _ => {}
                 }
             };
-            (@slot [$($arms:tt)*] [$($rest:tt)*] $m:ident $a:literal; $($op:ident $n:tt),*) => {
-                dispatch!([$($arms)* $($m::$op => lanes!($a $op $n),)*]; $($rest)*)
+            (@slot $list:ident [$($arms:tt)*] [$($rest:tt)*] $m:ident $a:literal;
+             $($op:ident $n:tt),*) => {
+                dispatch!($list [$($arms)* $($m::$op => lanes!($a $op $n),)*]; $($rest)*)
             };
         }
         // Loads: code `input * 4 + slot`.
         macro_rules! loads {
-            ($($c:literal $k:literal $a:literal),*) => {
-                dispatch!([$($c if $k < INPUTS => s[$a] = input($k),)*]; s0 0, s1 1, s2 2, s3 3,)
+            ($list:ident; $($c:literal $k:literal $a:literal),*) => {
+                dispatch!($list [$($c if $k < INPUTS => s[$a] = input($k),)*];
+                          s0 0, s1 1, s2 2, s3 3,)
             };
         }
-        loads!(
-            0 0 0, 1 0 1, 2 0 2, 3 0 3, 4 1 0, 5 1 1, 6 1 2, 7 1 3,
-            8 2 0, 9 2 1, 10 2 2, 11 2 3, 12 3 0, 13 3 1, 14 3 2, 15 3 3,
-            16 4 0, 17 4 1, 18 4 2, 19 4 3, 20 5 0, 21 5 1, 22 5 2, 23 5 3,
-            24 6 0, 25 6 1, 26 6 2, 27 6 3, 28 7 0, 29 7 1, 30 7 2, 31 7 3
-        );
+        macro_rules! all {
+            ($list:ident) => {
+                loads!($list;
+                    0 0 0, 1 0 1, 2 0 2, 3 0 3, 4 1 0, 5 1 1, 6 1 2, 7 1 3,
+                    8 2 0, 9 2 1, 10 2 2, 11 2 3, 12 3 0, 13 3 1, 14 3 2, 15 3 3,
+                    16 4 0, 17 4 1, 18 4 2, 19 4 3, 20 5 0, 21 5 1, 22 5 2, 23 5 3,
+                    24 6 0, 25 6 1, 26 6 2, 27 6 3, 28 7 0, 29 7 1, 30 7 2, 31 7 3
+                )
+            };
+        }
+        if CHEAP {
+            all!(cheap_ops)
+        } else {
+            all!(fast_ops)
+        }
         pc += 1;
     }
     s[0]

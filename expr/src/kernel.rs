@@ -152,6 +152,28 @@ pub fn is_fast(p: &Program) -> bool {
 /// (`a + b` 1.5 %, the seed expression 5 % on `expr_vf`): a kernel of its own.
 pub const WIDE_NAMES: [Option<&str>; 6] = [Some("expr_wf"), None, None, None, None, None];
 
+/// The cheap kernels, by fast path (the order of [`FAST_PATHS`]): fast programs of at most
+/// [`CHEAP_INPUTS`] inputs whose every op is cheap ([`is_cheap`](crate::eval::is_cheap)),
+/// with the vectorised kernels' contract at [`CHEAP_LANES`] lanes: a dispatch without the
+/// transcendental and division arms keeps twice the lanes at 3 blocks of 256 threads per
+/// SM (78 registers on sm_90, against `expr_vf`'s 56 at 4 lanes). `u8` math at 16 lanes
+/// took 137 registers: none.
+pub const CHEAP_NAMES: [Option<&str>; 6] = [Some("expr_cf"), None, None, None, None, None];
+
+/// Inputs of the programs the cheap kernels take (each loaded before the program runs).
+pub const CHEAP_INPUTS: usize = 3;
+
+/// Lanes of the cheap kernels, by fast path.
+pub const CHEAP_LANES: [Option<usize>; 6] = [Some(8), None, None, None, None, None];
+
+/// The cheap kernel of `p` and its lanes, where it has one: a fast program of at most
+/// [`CHEAP_INPUTS`] inputs, every op cheap.
+pub fn cheap_kernel(p: &Program) -> Option<(&'static str, usize)> {
+    let i =
+        fast_path(p).filter(|_| p.n_inputs as usize <= CHEAP_INPUTS && crate::eval::is_cheap(p))?;
+    Some((CHEAP_NAMES[i]?, CHEAP_LANES[i]?))
+}
+
 /// `p`'s wide kernel: a fast program of more than
 /// [`FAST_LOADED`](crate::eval::FAST_LOADED) inputs with one ([`WIDE_NAMES`]), every
 /// operand of its math type's own element type.
@@ -226,8 +248,8 @@ const _: () = assert!(
 
 #[cfg(target_arch = "nvptx64")]
 mod device {
-    use super::{Pointers, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
-    use crate::eval::{fast_word, run, run_fast, Eval, FAST_INPUTS, FAST_LOADED};
+    use super::{Pointers, CHEAP_INPUTS, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
+    use crate::eval::{fast_word, run, run_ops, Eval, FAST_INPUTS, FAST_LOADED};
     use crate::ir::{Class, Instr, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
     use crate::value::{elem_of, narrow, widen, Math};
@@ -411,7 +433,7 @@ mod device {
         off.signed()
     }
 
-    /// The fast path: a program of one numeric math type `T` ([`run_fast`]), `K` elements per
+    /// The fast path: a program of one numeric math type `T` ([`run_fast`](crate::eval::run_fast)), `K` elements per
     /// dispatch — indices `i, i + step, …, i + (K - 1) step` of the grid-stride loop, so every
     /// lane's loads and stores stay coalesced across the warp.
     #[inline(always)]
@@ -463,8 +485,9 @@ mod device {
             });
             // At most FAST_LOADED inputs (the contract at `NAMES`): none past them.
             let none = |_| [R::default(); K];
-            let bits =
-                interpret::<T, R, K, false, FAST_LOADED, false>(p, base, &ins, &raw, none, out);
+            let bits = interpret::<T, R, K, false, FAST_LOADED, false, false>(
+                p, base, &ins, &raw, none, out,
+            );
             let offs: [isize; K] = core::array::from_fn(|j| offset(0, j));
             // SAFETY: the output's offsets for the live lanes (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };
@@ -489,6 +512,7 @@ mod device {
         const EVERY: bool,
         const INPUTS: usize,
         const OWN: bool,
+        const CHEAP: bool,
     >(
         p: &Program,
         base: u32,
@@ -500,7 +524,7 @@ mod device {
         let n_in = p.n_inputs as usize;
         let mut x = [[T::dec(0); K]; FAST_LOADED];
         each_fast_input!(|KK| {
-            if KK < n_in {
+            if KK < n_in && KK < INPUTS {
                 x[KK] = if OWN {
                     raw[KK].map(|v| T::dec(v.bits()))
                 } else {
@@ -515,7 +539,7 @@ mod device {
                 more(k).map(|v| T::dec(v.bits()))
             }
         };
-        let r = run_fast::<T, K, INPUTS>(
+        let r = run_ops::<T, K, INPUTS, CHEAP>(
             p.len as usize,
             |pc| word(base, pc),
             |c| konst(base, c),
@@ -550,13 +574,18 @@ mod device {
                     w[1] = (v >> 32) as u32;
                 }
                 _ => {
+                    // Unrolled by hand: a loop LLVM keeps rolled indexes `w` at run time
+                    // (a stack frame).
                     let q = p as *const V4;
-                    let mut c = 0;
-                    while c < B / 16 {
-                        let v = *q.add(c);
-                        w[4 * c..4 * c + 4].copy_from_slice(&v.0);
-                        c += 1;
+                    macro_rules! part {
+                        ($($c:literal)*) => {$(
+                            if $c < B / 16 {
+                                let v = *q.add($c);
+                                w[4 * $c..4 * $c + 4].copy_from_slice(&v.0);
+                            }
+                        )*};
                     }
+                    part!(0 1 2 3);
                 }
             }
         }
@@ -575,11 +604,15 @@ mod device {
                 8 => *(p as *mut u64) = w[0] as u64 | (w[1] as u64) << 32,
                 _ => {
                     let q = p as *mut V4;
-                    let mut c = 0;
-                    while c < B / 16 {
-                        *q.add(c) = V4([w[4 * c], w[4 * c + 1], w[4 * c + 2], w[4 * c + 3]]);
-                        c += 1;
+                    macro_rules! part {
+                        ($($c:literal)*) => {$(
+                            if $c < B / 16 {
+                                *q.add($c) =
+                                    V4([w[4 * $c], w[4 * $c + 1], w[4 * $c + 2], w[4 * $c + 3]]);
+                            }
+                        )*};
                     }
+                    part!(0 1 2 3);
                 }
             }
         }
@@ -686,7 +719,14 @@ mod device {
     /// `i .. i + K` along dimension 0 per dispatch, one multi-index per vector.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn vector<T: Eval, R: Raw, const K: usize, const INPUTS: usize, const OWN: bool>(
+    unsafe fn vector<
+        T: Eval,
+        R: Raw,
+        const K: usize,
+        const INPUTS: usize,
+        const OWN: bool,
+        const CHEAP: bool,
+    >(
         p: &Program,
         base: u32,
         n: u32,
@@ -728,7 +768,7 @@ mod device {
             let c = if flat { [i, 0] } else { coords_of(g, i, ndim) };
             let mut raw = [[R::default(); K]; FAST_LOADED];
             each_fast_input!(|KK| {
-                if KK < n_in {
+                if KK < n_in && KK < INPUTS {
                     let off = offset_at(g, &c, ndim, KK + 1);
                     // SAFETY: the vectorised contract for input KK.
                     raw[KK] =
@@ -748,7 +788,11 @@ mod device {
                 // SAFETY: the vectorised contract for input k.
                 unsafe { load_input(ptrs.0[k + 1], off, size, unit, full, &live) }
             };
-            let bits = interpret::<T, R, K, false, INPUTS, OWN>(p, base, &ins, &raw, more, out);
+            // The cheap kernels take every element type's widening and rounding as an arm
+            // of its own (`EVERY`): their run-time-type fallback over twice the lanes is a
+            // loop LLVM leaves rolled, in a stack frame.
+            let bits =
+                interpret::<T, R, K, CHEAP, INPUTS, OWN, CHEAP>(p, base, &ins, &raw, more, out);
             let off = offset_at(g, &c, ndim, 0);
             macro_rules! store {
                 ($s:literal) => {
@@ -1022,7 +1066,9 @@ mod device {
                 };
                 const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
                 // SAFETY: forwarded; the host launches it only for a program of this path.
-                unsafe { vector::<$t, $r, K, FAST_LOADED, false>(p, base, n, g, ptrs, first, step) }
+                unsafe {
+                    vector::<$t, $r, K, FAST_LOADED, false, false>(p, base, n, g, ptrs, first, step)
+                }
             }};
         }
         match path {
@@ -1122,7 +1168,48 @@ mod device {
         };
         // SAFETY: the module contract and the vectorised one; the host launches it only for
         // a wide program of `f32` math.
-        unsafe { vector::<f32, u32, K, FAST_INPUTS, true>(&p, base, n, &g, &ptrs, first, step) }
+        unsafe {
+            vector::<f32, u32, K, FAST_INPUTS, true, false>(&p, base, n, &g, &ptrs, first, step)
+        }
+    }
+
+    /// The cheap kernels (`expr_c` and the fast path's suffix): the vectorised layout, twice
+    /// the lanes, the dispatch of the cheap ops only (the contract at
+    /// [`CHEAP_NAMES`](super::CHEAP_NAMES)).
+    macro_rules! cheap {
+        ($($name:literal $t:ty, $i:literal, $class:ident;)*) => {$(
+            const _: () = {
+                #[export_name = $name]
+                #[allow(improper_ctypes_definitions)]
+                unsafe extern "ptx-kernel" fn entry(
+                    p: Program,
+                    n: u32,
+                    g: Geometry<u32, 2, OPERANDS>,
+                    ptrs: Pointers,
+                ) {
+                    const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
+                    const K: usize = match super::CHEAP_LANES[$i] {
+                        Some(k) => k,
+                        None => panic!("a fast path without a cheap kernel"),
+                    };
+                    // SAFETY: the module contract's shared memory; called once by every
+                    // thread.
+                    let base = unsafe { stage(&p, true) };
+                    let (first, step) = thread_range::<u32>();
+                    // SAFETY: the module contract and the vectorised one; the host launches
+                    // it only for a cheap program of this path.
+                    unsafe {
+                        vector::<$t, u32, K, CHEAP_INPUTS, false, true>(
+                            &p, base, n, &g, &ptrs, first, step,
+                        )
+                    }
+                }
+            };
+        )*};
+    }
+
+    cheap! {
+        "expr_cf" f32, 0, F32;
     }
 
     entry! {
@@ -1262,8 +1349,9 @@ mod device {
             });
             // At most TILED_INPUTS inputs (the host's `tiled_name`): none past them.
             let none = |_| [R::default(); K];
-            let bits =
-                interpret::<T, R, K, true, FAST_LOADED, false>(p, base, &ins, &raw, none, out);
+            let bits = interpret::<T, R, K, true, FAST_LOADED, false, false>(
+                p, base, &ins, &raw, none, out,
+            );
             let offs = lanes_at(0, (tx, ty), (0, rows));
             // SAFETY: the live lanes' output offsets (module contract).
             unsafe { store_lanes(ptrs.0[0], &offs, &live, out_size, &bits) };

@@ -514,6 +514,28 @@ fn wide_geometry<const N: usize>(
     vector_geometry(plan, ptrs, sizes, lanes).map(|g| (name, g))
 }
 
+/// The vectorised kernel that runs `p` over a 32-bit `plan` and its geometry, where one
+/// does and the vectorised contract holds for its lanes: the cheap kernel of a cheap
+/// program (`kernel::CHEAP_NAMES`), the wide kernel of a fast program of more than
+/// [`FAST_LOADED`] inputs, else the fast path's vectorised kernel.
+fn vector_kernel<const N: usize>(
+    p: &Program,
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    sizes: &[usize; N],
+) -> Option<(&'static str, Geometry<u32, 2, OPERANDS>)> {
+    if let Some((name, lanes)) = kernel::cheap_kernel(p) {
+        if let Some(g) = vector_geometry(plan, ptrs, sizes, lanes) {
+            return Some((name, g));
+        }
+    }
+    if kernel::is_fast(p) && p.n_inputs as usize > FAST_LOADED {
+        return wide_geometry(p, plan, ptrs, sizes);
+    }
+    let lanes = kernel::vector_lanes(p)?;
+    vector_geometry(plan, ptrs, sizes, lanes).map(|g| (kernel::name(kernel::CONTIG, p), g))
+}
+
 /// Launches a bound program over a plan: the contiguous kernel for a dense plan of fewer
 /// than 2^31 elements, else the plan's collapsed variant, in 32-bit pieces beyond that.
 ///
@@ -544,15 +566,8 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     }
     // A dense plan goes to the vectorised kernels as it is where their contract holds
     // (`vector_geometry`), else as one strided dimension.
-    let vectorised = plan.variant == Variant::Contig && {
-        if kernel::is_fast(p) && p.n_inputs as usize > FAST_LOADED {
-            wide_geometry(p, plan, &ptrs, &sizes).is_some()
-        } else {
-            kernel::vector_lanes(p)
-                .and_then(|l| vector_geometry(plan, &ptrs, &sizes, l))
-                .is_some()
-        }
-    };
+    let vectorised =
+        plan.variant == Variant::Contig && vector_kernel(p, plan, &ptrs, &sizes).is_some();
     let flat;
     let plan = if vectorised {
         plan
@@ -656,18 +671,9 @@ unsafe fn scalar<const N: usize>(
     sizes: [usize; N],
 ) -> Result<()> {
     let wide = kernel::is_fast(p) && p.n_inputs as usize > FAST_LOADED;
-    if wide {
-        if let Some((name, g)) = wide_geometry(p, plan, &ptrs, &sizes) {
-            // SAFETY: forwarded; `wide_geometry` checked the vectorised contract, and the
-            // geometry is the plan's.
-            return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
-        }
-    } else if let Some(g) =
-        kernel::vector_lanes(p).and_then(|l| vector_geometry(plan, &ptrs, &sizes, l))
-    {
-        let name = kernel::name(kernel::CONTIG, p);
-        // SAFETY: forwarded; `vector_geometry` checked the vectorised contract, and the
-        // geometry is the plan's.
+    if let Some((name, g)) = vector_kernel(p, plan, &ptrs, &sizes) {
+        // SAFETY: forwarded; `vector_kernel` checked the vectorised contract for the
+        // kernel's lanes, and the geometry is the plan's.
         return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
     }
     // Off the wide kernels, a fast program of more inputs than the fast kernels load runs

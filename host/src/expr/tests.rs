@@ -2804,3 +2804,30 @@ fn expression_reductions_of_nothing_and_their_errors() {
     .unwrap_err();
     assert!(matches!(e, Error::ReduceOverlap { .. }), "{e}");
 }
+
+#[test]
+fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
+    use strided_apply_expr::kernel::{cheap_kernel, CHEAP_INPUTS};
+    let of = |text: &str, t: ElemType| {
+        let e = parse(text);
+        let names: Vec<(&str, ElemType)> = e.names().into_iter().map(|n| (n, t)).collect();
+        let c = e.compile(&tensors(&names), None).unwrap();
+        cheap_kernel(c.program())
+    };
+    assert_eq!(of("a + b", F32), Some(("expr_cf", 8)));
+    assert_eq!(of("a + b", BF16), Some(("expr_cf", 8)), "16-bit floats: f32 math");
+    assert_eq!(
+        of("clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)", F32),
+        Some(("expr_cf", 8))
+    );
+    // Not cheap: a division, a transcendental function, a power.
+    for text in ["a / b", "sin(a) + b", "a ** b", "sqrt(a)"] {
+        assert_eq!(of(text, F32), None, "{text}");
+    }
+    // More inputs than the kernel loads; other math types.
+    assert_eq!(CHEAP_INPUTS, 3);
+    assert_eq!(of("a + b + c + d", F32), None);
+    assert_eq!(of("a + b", F64), None);
+    assert_eq!(of("a + b", I32), None);
+    assert_eq!(of("a + b", U8), None);
+}
