@@ -533,7 +533,10 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
         ("a * b + c", [F32, F32, F32]),
         ("a * b + c", [F32, BF16, F16]),
         // Every cheap op (the cheap kernel, `kernel::CHEAP_NAMES`), 16-bit inputs.
-        ("clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)", [BF16, F16, F32]),
+        (
+            "clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)",
+            [BF16, F16, F32],
+        ),
         ("a * a - b / c", [F32, F32, F32]),
         ("a * b - c", [F64, F64, F64]),
         ("a % b + c", [I32, I32, I32]),

@@ -2815,9 +2815,16 @@ fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
         cheap_kernel(c.program())
     };
     assert_eq!(of("a + b", F32), Some(("expr_cf", 8)));
-    assert_eq!(of("a + b", BF16), Some(("expr_cf", 8)), "16-bit floats: f32 math");
     assert_eq!(
-        of("clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)", F32),
+        of("a + b", BF16),
+        Some(("expr_cf", 8)),
+        "16-bit floats: f32 math"
+    );
+    assert_eq!(
+        of(
+            "clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)",
+            F32
+        ),
         Some(("expr_cf", 8))
     );
     // Not cheap: a division, a transcendental function, a power.
