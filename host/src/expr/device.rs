@@ -566,15 +566,14 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     }
     // A dense plan goes to the vectorised kernels as it is where their contract holds
     // (`vector_geometry`), else as one strided dimension.
-    let vectorised =
-        plan.variant == Variant::Contig && vector_kernel(p, plan, &ptrs, &sizes).is_some();
-    let flat;
-    let plan = if vectorised {
-        plan
-    } else {
-        flat = plan.strided();
-        &*flat
-    };
+    if plan.variant == Variant::Contig {
+        if let Some((name, g)) = vector_kernel(p, plan, &ptrs, &sizes) {
+            // SAFETY: forwarded; `vector_kernel` checked the vectorised contract for the
+            // kernel's lanes, and the geometry is the plan's.
+            return unsafe { one(gpu, stream, p, name, plan.numel, &g, ptrs) };
+        }
+    }
+    let plan = &*plan.strided();
     if plan.variant != Variant::Dn64 {
         // SAFETY: forwarded.
         return unsafe { scalar(gpu, stream, p, plan, ptrs, sizes) };
