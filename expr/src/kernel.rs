@@ -1045,6 +1045,33 @@ mod device {
         U8,
     }
 
+    /// A vectorised kernel's whole body (the vectorised, wide and cheap kernels): the
+    /// program staged into shared memory, then [`vector`] over this thread's vectors.
+    ///
+    /// # Safety
+    /// The module contract and the vectorised one, for a program that the kernel's
+    /// parameters (`T`, `INPUTS`, `OWN`, `CHEAP`) serve; called once by every thread.
+    #[inline(always)]
+    unsafe fn staged_vector<
+        T: Eval,
+        R: Raw,
+        const K: usize,
+        const INPUTS: usize,
+        const OWN: bool,
+        const CHEAP: bool,
+    >(
+        p: &Program,
+        n: u32,
+        g: &Geometry<u32, 2, OPERANDS>,
+        ptrs: &Pointers,
+    ) {
+        // SAFETY: the module contract's shared memory; called once by every thread.
+        let base = unsafe { stage(p, true) };
+        let (first, step) = thread_range::<u32>();
+        // SAFETY: forwarded.
+        unsafe { vector::<T, R, K, INPUTS, OWN, CHEAP>(p, base, n, g, ptrs, first, step) }
+    }
+
     /// The vectorised kernels' body: the fast path `path`'s interpreter over
     /// [`VECTOR_LANES`](super::VECTOR_LANES) lanes.
     #[inline(always)]
@@ -1055,9 +1082,6 @@ mod device {
         g: &Geometry<u32, 2, OPERANDS>,
         ptrs: &Pointers,
     ) {
-        // SAFETY: the module contract's shared memory; called once by every thread.
-        let base = unsafe { stage(p, true) };
-        let (first, step) = thread_range::<u32>();
         macro_rules! go {
             ($t:ty, $r:ty, $i:literal, $class:ident) => {{
                 const K: usize = match super::VECTOR_LANES[$i] {
@@ -1066,9 +1090,7 @@ mod device {
                 };
                 const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
                 // SAFETY: forwarded; the host launches it only for a program of this path.
-                unsafe {
-                    vector::<$t, $r, K, FAST_LOADED, false, false>(p, base, n, g, ptrs, first, step)
-                }
+                unsafe { staged_vector::<$t, $r, K, FAST_LOADED, false, false>(p, n, g, ptrs) }
             }};
         }
         match path {
@@ -1159,23 +1181,17 @@ mod device {
         ptrs: Pointers,
     ) {
         const _: () = assert!(matches!(super::FAST_PATHS[0], Class::F32));
-        // SAFETY: the module contract's shared memory; called once by every thread.
-        let base = unsafe { stage(&p, true) };
-        let (first, step) = thread_range::<u32>();
         const K: usize = match super::VECTOR_LANES[0] {
             Some(k) => k,
             None => panic!("f32 has a vectorised kernel"),
         };
         // SAFETY: the module contract and the vectorised one; the host launches it only for
         // a wide program of `f32` math.
-        unsafe {
-            vector::<f32, u32, K, FAST_INPUTS, true, false>(&p, base, n, &g, &ptrs, first, step)
-        }
+        unsafe { staged_vector::<f32, u32, K, FAST_INPUTS, true, false>(&p, n, &g, &ptrs) }
     }
 
-    /// The cheap kernels (`expr_c` and the fast path's suffix): the vectorised layout, twice
-    /// the lanes, the dispatch of the cheap ops only (the contract at
-    /// [`CHEAP_NAMES`](super::CHEAP_NAMES)).
+    /// The cheap kernels ([`CHEAP_NAMES`](super::CHEAP_NAMES), and their contract): the
+    /// vectorised layout, twice the lanes, the dispatch of the cheap ops only.
     macro_rules! cheap {
         ($($name:literal $t:ty, $i:literal, $class:ident;)*) => {$(
             const _: () = {
@@ -1192,16 +1208,10 @@ mod device {
                         Some(k) => k,
                         None => panic!("a fast path without a cheap kernel"),
                     };
-                    // SAFETY: the module contract's shared memory; called once by every
-                    // thread.
-                    let base = unsafe { stage(&p, true) };
-                    let (first, step) = thread_range::<u32>();
                     // SAFETY: the module contract and the vectorised one; the host launches
                     // it only for a cheap program of this path.
                     unsafe {
-                        vector::<$t, u32, K, CHEAP_INPUTS, false, true>(
-                            &p, base, n, &g, &ptrs, first, step,
-                        )
+                        staged_vector::<$t, u32, K, CHEAP_INPUTS, false, true>(&p, n, &g, &ptrs)
                     }
                 }
             };
