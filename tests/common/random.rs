@@ -1,4 +1,4 @@
-//! Random layouts for the property tests (tests/proptest.rs) and the GPU-against-CPU random
+//! Random layouts for the property tests (tests/cpu/property.rs) and the GPU-against-CPU random
 //! run (tests/gpu/apply.rs): plain functions of an [`Rng`], so a case is replayed from its seed.
 //!
 //! - [`random_case`]: an output and 0–3 inputs that a call must accept: rank 0–6 (sometimes

@@ -1,4 +1,4 @@
-//! Stencil layouts shared by the CPU conformance test (`tests/stencil.rs`) and the GPU
+//! Stencil layouts shared by the CPU conformance test (`tests/cpu/stencil.rs`) and the GPU
 //! tests (`tests/gpu/stencil.rs`, `tests/gpu/dispatch.rs`): input and output layouts of
 //! every class.
 

@@ -360,13 +360,24 @@ impl PtxBuild {
                 .split(',')
                 .filter_map(|a| a.trim().parse().ok())
                 .collect();
-            if build.cubins.iter().any(|(sm, _)| wanted.contains(sm)) {
-                build.keep_cubins(|sm, _| wanted.contains(&sm));
-            } else {
+            if !build.only_cubins(&wanted) {
                 println!("cargo:warning=STRIDED_APPLY_DEV_CUBINS=`{list}` names none of the cubins {:?}: ignored", build.cubins);
             }
         }
         build
+    }
+
+    /// Keeps only the cubins of the SM versions in `sms` and the PTX they are made from (a
+    /// build for the GPUs at hand); `false`, changing nothing, when `sms` names none of them.
+    /// A crate without a committed snapshot can take it from its build script (the
+    /// `custom-op` example does, from `STRIDED_APPLY_EXAMPLE_CUBINS`); with a snapshot, the
+    /// targets are part of the fingerprint, so the snapshot no longer matches.
+    pub fn only_cubins(&mut self, sms: &[u32]) -> bool {
+        if !self.cubins.iter().any(|(sm, _)| sms.contains(sm)) {
+            return false;
+        }
+        self.keep_cubins(|sm, _| sms.contains(&sm));
+        true
     }
 
     /// Keeps the cubins `(sm, from)` for which `keep` holds, the PTX targets they are made
@@ -667,17 +678,19 @@ impl PtxBuild {
         tc: &Toolchain,
         scratch: &Path,
     ) -> Result<CheckReport, BuildError> {
-        self.check_snapshot_archs(tc, scratch, None)
+        self.check_snapshot_archs(tc, scratch, None, None)
     }
 
     /// [`check_snapshot`](Self::check_snapshot), rebuilding only the PTX targets in
-    /// `archs` (all when `None`) and the cubins made from them; those targets are compared
-    /// with the committed image's, the fingerprint in full.
+    /// `archs` (all when `None`) and, of the cubins made from them, those of the SM versions
+    /// in `cubins` (all when `None`); those targets are compared with the committed image's,
+    /// the fingerprint in full.
     pub fn check_snapshot_archs(
         &self,
         tc: &Toolchain,
         scratch: &Path,
         archs: Option<&[u32]>,
+        cubins: Option<&[u32]>,
     ) -> Result<CheckReport, BuildError> {
         use strided_apply_image::{Image, Kind};
         let mut report = CheckReport::default();
@@ -686,11 +699,14 @@ impl PtxBuild {
             report.stale.push("FINGERPRINT (sources changed)".into());
         }
         let committed_bytes = std::fs::read(self.snapshot_image())?;
-        let fresh = match archs {
-            None => self.build_code(tc, scratch)?,
-            Some(only) => {
+        let fresh = match (archs, cubins) {
+            (None, None) => self.build_code(tc, scratch)?,
+            _ => {
                 let mut sub = self.clone();
-                sub.keep_cubins(|_, from| only.contains(&from));
+                sub.keep_cubins(|sm, from| {
+                    archs.is_none_or(|a| a.contains(&from))
+                        && cubins.is_none_or(|c| c.contains(&sm))
+                });
                 report.notes.push(format!(
                     "only the PTX targets {:?} and their cubins {:?} were rebuilt and compared",
                     sub.archs, sub.cubins
@@ -723,7 +739,7 @@ impl PtxBuild {
                 }
             }
         }
-        if archs.is_none() && committed.targets().len() != fresh.len() {
+        if archs.is_none() && cubins.is_none() && committed.targets().len() != fresh.len() {
             report.stale.push(format!(
                 "targets: committed {:?}, fresh {:?}",
                 committed.targets(),

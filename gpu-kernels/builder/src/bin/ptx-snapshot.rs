@@ -97,20 +97,23 @@ fn main() {
     if check {
         let scratch = build.target_dir.join("check");
         // `STRIDED_APPLY_CHECK_ARCHS=90` (comma-separated): rebuild and compare only those
-        // PTX targets and the cubins made from them (CI's time budget).
-        let archs: Option<Vec<u32>> = std::env::var("STRIDED_APPLY_CHECK_ARCHS").ok().map(|v| {
-            v.split(',')
-                .map(|a| {
-                    a.trim().parse().unwrap_or_else(|_| {
-                        fail(format!(
-                            "STRIDED_APPLY_CHECK_ARCHS: `{a}` is not an sm number"
-                        ))
+        // PTX targets and the cubins made from them; `STRIDED_APPLY_CHECK_CUBINS=90`: of
+        // those cubins, only the listed SM versions' (CI's time budget).
+        let sm_list = |var: &str| -> Option<Vec<u32>> {
+            std::env::var(var).ok().map(|v| {
+                v.split(',')
+                    .map(|a| {
+                        a.trim()
+                            .parse()
+                            .unwrap_or_else(|_| fail(format!("{var}: `{a}` is not an sm number")))
                     })
-                })
-                .collect()
-        });
+                    .collect()
+            })
+        };
+        let archs = sm_list("STRIDED_APPLY_CHECK_ARCHS");
+        let cubins = sm_list("STRIDED_APPLY_CHECK_CUBINS");
         let r = build
-            .check_snapshot_archs(&tc, &scratch, archs.as_deref())
+            .check_snapshot_archs(&tc, &scratch, archs.as_deref(), cubins.as_deref())
             .unwrap_or_else(|e| fail(e.to_string()));
         let spills_ok = report(&r.stats);
         for n in &r.notes {

@@ -2,9 +2,8 @@
 //! twin against a naive index-by-index walk. Outputs are poisoned first and compared as
 //! whole buffers, so a write outside the view or a missed element fails too.
 
-mod common;
-
-use common::{cases, naive_offsets, random_vec, Case, Rng, TestElem};
+use crate::common::{cases, naive_offsets, random_vec, Case, Rng, TestElem};
+use crate::op_table;
 use strided_apply::ops::{Op1, Op2, Op3, Op4, Tolerance};
 use strided_apply::verify::first_mismatch;
 use strided_apply::{cpu, plan, Variant};

@@ -16,9 +16,7 @@
 //! `finish` as the op documentation states them, in the accumulator type (f32 for f16 and
 //! bf16, the type itself otherwise; integers wrap).
 
-mod common;
-
-use common::{Rng, TestElem};
+use crate::common::{Rng, TestElem};
 use std::fmt::Debug;
 use strided_apply::gpu_kernels::reduce::{
     chunk, group_len, groups, groups_used, Amax, Amin, Mean, Norm2, Prod, Reduce, Sum, SumSq, SLOTS,

@@ -9,13 +9,12 @@
 //!    offset is inside the buffer (computed independently in `common::random`).
 //!
 //! Each case is generated from one `u64` seed (`common::random`), which proptest prints on
-//! failure and stores in `tests/proptest.regressions` so the next run replays it first.
+//! failure and stores in `tests/cpu/property.regressions` so the next run replays it first.
 //! `STRIDED_APPLY_PROPTEST_SCALE` multiplies the case counts (default 1).
 
-mod common;
-
-use common::random::{all_offsets, random_case, reference_fits, wild_layout, Limits};
-use common::{naive_offsets, random_vec, Case, Rng, TestElem};
+use crate::common::random::{all_offsets, random_case, reference_fits, wild_layout, Limits};
+use crate::common::{naive_offsets, random_vec, Case, Rng, TestElem};
+use crate::op_table;
 use proptest::prelude::*;
 use proptest::test_runner::{FileFailurePersistence, TestCaseError, TestRunner};
 use std::io::Write;
@@ -30,7 +29,7 @@ const LIMITS: Limits = Limits { max_numel: 1 << 12 };
 
 /// Runs `property` on `cases` random seeds (times `STRIDED_APPLY_PROPTEST_SCALE`) with
 /// proptest's runner: a failure is shrunk, printed with its seed and stored in
-/// `tests/proptest.regressions`, whose seeds later runs try first. Prints the case count.
+/// `tests/cpu/property.regressions`, whose seeds later runs try first. Prints the case count.
 fn run_property(name: &str, cases: u32, property: fn(u64) -> Result<(), String>) {
     let scale: u32 = std::env::var("STRIDED_APPLY_PROPTEST_SCALE")
         .ok()

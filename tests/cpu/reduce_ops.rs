@@ -13,9 +13,7 @@
 //! - The typed errors: argmax of nothing, inputs that do not broadcast, an output of the
 //!   wrong element type or a wrong input count through run-time dispatch.
 
-mod common;
-
-use common::Rng;
+use crate::common::Rng;
 use strided_apply::gpu_kernels::ops::{Mul, Sub};
 use strided_apply::gpu_kernels::reduce::{All, Any, Argmax, Argmin, MapReduce, Reduce, Sum, SumSq};
 use strided_apply::reduce::{map_reduce_cpu, reduce_cpu};
@@ -344,7 +342,7 @@ fn all_and_any_read_non_zero_as_true() {
 
 /// `reduce(map(a, b))` in one pass against `reduce` over `map(a, b)` materialised by the
 /// CPU apply (both rounded to `T` per element, then the same order): bit for bit.
-fn map_for_type<T: El + common::TestElem>(rng: &mut Rng) -> usize
+fn map_for_type<T: El + crate::common::TestElem>(rng: &mut Rng) -> usize
 where
     MapReduce<SumSq, Sub>: strided_apply::gpu_kernels::reduce::Source<T, 2, Item = T, R = SumSq>,
     MapReduce<Sum, Mul>: strided_apply::gpu_kernels::reduce::Source<T, 2, Item = T, R = Sum>,

@@ -5,12 +5,10 @@
 //! which safe host slices cannot express: `tests/gpu/stencil.rs` checks it with device tensors.) Inputs are small integers stored as floats, so any
 //! summation order gives the exact result and comparisons are exact.
 
+use crate::common::stencil::{input_layouts, output_layouts};
 use strided_apply::gpu_kernels::stencil::{
     BackwardDiff, ForwardDiff, Laplacian2, Laplacian3, Shift, Stencil,
 };
-mod common;
-
-use common::stencil::{input_layouts, output_layouts};
 use strided_apply::{stencil, Error, Layout};
 
 /// A stencil written against `at(dx, dy, dz)`, the clamped neighbour read.
