@@ -62,7 +62,7 @@ pub const FAST_INPUTS: usize = MAX_INPUTS;
 
 /// Inputs that the GPU kernels load before a fast program runs, every load in flight at
 /// once. Only the wide kernels (`kernel::WIDE_NAMES`) take more, loaded by their load
-/// instruction: all eight inputs' lanes up front took `expr_vf` from 56 to 77 registers and
+/// instruction: all eight inputs' lanes up front took `expr_fv_vec` from 56 to 77 registers and
 /// the 64-bit kernels past 110.
 pub const FAST_LOADED: usize = 4;
 

@@ -6,6 +6,14 @@
 //! [`MAX_INPUTS`] inputs, and their addresses ([`Pointers`]); element types and sizes are
 //! read from the program at run time, so one kernel serves every dtype combination.
 //!
+//! Kernels are named `expr_<class><group>_<variant>`: the interpreter's class (`g` the
+//! general one, then `f d i l u b` for the fast paths of [`FAST_PATHS`]), the layout group
+//! (`v` vectorised, `s` strided and tiled, `r` reduction groups), then the variant. The
+//! image's family of a kernel is its name up to the last `_`, so each class and group is a
+//! family of its own, decoded and loaded on its first launch: a process's first `f32`
+//! expression over dense operands decodes the `expr_fv` family (the vectorised, cheap and
+//! wide kernels), not the whole interpreter.
+//!
 //! Each block first stages the program in shared memory (thread 0 copies it word by word
 //! from the parameter space at constant offsets; a parameter read at a run-time index, as
 //! `instrs[pc]`, would copy the whole parameter into a stack frame), and a fast path's
@@ -44,7 +52,7 @@ pub const MODULE: &str = "strided-apply-expr";
 /// three collapsed dimensions; up to six; and up to [`MAX_DIMS`](gpu_kernels::MAX_DIMS).
 /// All index in 32 bits; the host launches larger plans as 32-bit pieces.
 ///
-/// The fast paths' kernels of the first row (`expr_v*`) are **vectorised**: one or two
+/// The fast paths' kernels of the first row (`expr_*v_vec`) are **vectorised**: one or two
 /// collapsed dimensions (`Geometry<u32, 2, OPERANDS>`, `ndim` 1 or 2), each thread taking
 /// [`VECTOR_LANES`] consecutive elements along dimension 0 per dispatch, read and written
 /// as one vector per operand. The 64-bit paths have none (two lanes measured slower than
@@ -82,21 +90,51 @@ pub const D6_DIMS: usize = 6;
 /// general one.
 pub const NAMES: [[&str; 7]; 6] = [
     [
-        "expr_c", "expr_vf", "expr_c", "expr_vi", "expr_c", "expr_vu", "expr_vb",
+        "expr_gs_c",
+        "expr_fv_vec",
+        "expr_gs_c",
+        "expr_iv_vec",
+        "expr_gs_c",
+        "expr_uv_vec",
+        "expr_bv_vec",
     ],
     [
-        "expr_d1", "expr_d1f", "expr_d1d", "expr_d1i", "expr_d1l", "expr_d1u", "expr_d1b",
+        "expr_gs_d1",
+        "expr_fs_d1",
+        "expr_ds_d1",
+        "expr_is_d1",
+        "expr_ls_d1",
+        "expr_us_d1",
+        "expr_bs_d1",
     ],
     [
-        "expr_d2", "expr_d2f", "expr_d2d", "expr_d2i", "expr_d2l", "expr_d2u", "expr_d2b",
+        "expr_gs_d2",
+        "expr_fs_d2",
+        "expr_ds_d2",
+        "expr_is_d2",
+        "expr_ls_d2",
+        "expr_us_d2",
+        "expr_bs_d2",
     ],
     [
-        "expr_d3", "expr_d3f", "expr_d3d", "expr_d3i", "expr_d3l", "expr_d3u", "expr_d3b",
+        "expr_gs_d3",
+        "expr_fs_d3",
+        "expr_ds_d3",
+        "expr_is_d3",
+        "expr_ls_d3",
+        "expr_us_d3",
+        "expr_bs_d3",
     ],
     [
-        "expr_d6", "expr_d6f", "expr_d6d", "expr_d6i", "expr_d6l", "expr_d6u", "expr_d6b",
+        "expr_gs_d6",
+        "expr_fs_d6",
+        "expr_ds_d6",
+        "expr_is_d6",
+        "expr_ls_d6",
+        "expr_us_d6",
+        "expr_bs_d6",
     ],
-    ["expr_dn"; 7],
+    ["expr_gs_dn"; 7],
 ];
 
 /// The math types with a fast path, in the order of their kernels in [`NAMES`] (after the
@@ -142,23 +180,23 @@ pub fn is_fast(p: &Program) -> bool {
 /// the program runs and the others by their load instruction (in the math type's own
 /// element type, [`fast_class`](crate::eval::fast_class)). Broadcast-invariant hoisting
 /// makes such programs: the seed expression over a row, a column and a full input reads
-/// five. `expr_wf` (`f32` math) has the vectorised contract ([`CONTIG`]), and takes
+/// five. `expr_fv_wide` (`f32` math) has the vectorised contract ([`CONTIG`]), and takes
 /// programs whose operands are all of the math type's element type (no conversions: a
 /// smaller kernel). Other math types
 /// have none, and their wide programs run on the general interpreter: an `f64` kernel of
-/// two dimensions (94 registers against `expr_d2d`'s 70) ran the hoisted seed expression
-/// slower than `expr_d2d` the unhoisted one (592 against 636 GB/s, H100). Loads by the
+/// two dimensions (94 registers against `expr_ds_d2`'s 70) ran the hoisted seed expression
+/// slower than `expr_ds_d2` the unhoisted one (592 against 636 GB/s, H100). Loads by the
 /// load instruction in every fast kernel cost each of them registers and instructions
-/// (`a + b` 1.5 %, the seed expression 5 % on `expr_vf`): a kernel of its own.
-pub const WIDE_NAMES: [Option<&str>; 6] = [Some("expr_wf"), None, None, None, None, None];
+/// (`a + b` 1.5 %, the seed expression 5 % on `expr_fv_vec`): a kernel of its own.
+pub const WIDE_NAMES: [Option<&str>; 6] = [Some("expr_fv_wide"), None, None, None, None, None];
 
 /// The cheap kernels, by fast path (the order of [`FAST_PATHS`]): fast programs of at most
 /// [`CHEAP_INPUTS`] inputs whose every op is cheap ([`is_cheap`](crate::eval::is_cheap)),
 /// with the vectorised kernels' contract at [`CHEAP_LANES`] lanes: a dispatch without the
 /// transcendental and division arms keeps twice the lanes at 3 blocks of 256 threads per
-/// SM (78 registers on sm_90, against `expr_vf`'s 56 at 4 lanes). `u8` math at 16 lanes
+/// SM (78 registers on sm_90, against `expr_fv_vec`'s 56 at 4 lanes). `u8` math at 16 lanes
 /// took 137 registers: none.
-pub const CHEAP_NAMES: [Option<&str>; 6] = [Some("expr_cf"), None, None, None, None, None];
+pub const CHEAP_NAMES: [Option<&str>; 6] = [Some("expr_fv_cheap"), None, None, None, None, None];
 
 /// Inputs of the programs the cheap kernels take (each loaded before the program runs).
 pub const CHEAP_INPUTS: usize = 3;
@@ -186,7 +224,7 @@ pub fn wide_name(p: &Program) -> Option<&'static str> {
         .flatten()
 }
 
-/// The tiled kernels (`expr_t*`, the fast paths only, in the order of [`FAST_PATHS`]): tiles
+/// The tiled kernels (`expr_*s_tile`, the fast paths only, in the order of [`FAST_PATHS`]): tiles
 /// of `TILE × TILE` elements of axes 0 × 1, the output's unit-stride axis and a staged
 /// input's. The inputs marked in `TileArg::staged` (bit `k`: input `k`) are read through
 /// shared memory, consecutive threads along axis 1, and the tile is computed and stored
@@ -197,7 +235,12 @@ pub fn wide_name(p: &Program) -> Option<&'static str> {
 /// [`tile_shared_bytes`] of dynamic shared memory, `tiles` the product of the tile counts
 /// and the batch sizes, below 2^31.
 pub const TILED_NAMES: [&str; 6] = [
-    "expr_tf", "expr_td", "expr_ti", "expr_tl", "expr_tu", "expr_tb",
+    "expr_fs_tile",
+    "expr_ds_tile",
+    "expr_is_tile",
+    "expr_ls_tile",
+    "expr_us_tile",
+    "expr_bs_tile",
 ];
 
 /// Elements of a tile's side.
@@ -503,7 +546,7 @@ mod device {
     /// `EVERY`: the widening and rounding branch to an arm of a constant type for every
     /// element type (the tiled kernels: 56 registers against 72 with a run-time fallback
     /// arm); else for the float types only (the other kernels: the seed expression ran 6 %
-    /// slower on `expr_vf` with every arm).
+    /// slower on `expr_fv_vec` with every arm).
     #[inline(always)]
     fn interpret<
         T: Eval,
@@ -1104,7 +1147,7 @@ mod device {
 
     macro_rules! entry {
         ($($name:literal $d:tt $ndim:tt;)*) => {$(
-            entry!(@one $name, "", General, $d, $ndim);
+            entry!(@one $name, "g", General, $d, $ndim);
             entry!(@one $name, "f", F32, $d, $ndim);
             entry!(@one $name, "d", F64, $d, $ndim);
             entry!(@one $name, "i", I32, $d, $ndim);
@@ -1112,9 +1155,9 @@ mod device {
             entry!(@one $name, "u", U32, $d, $ndim);
             entry!(@one $name, "b", U8, $d, $ndim);
         )*};
-        (@one $name:literal, $suffix:literal, $path:ident, $d:tt, $ndim:tt) => {
+        (@one $name:literal, $class:literal, $path:ident, $d:tt, $ndim:tt) => {
             const _: () = {
-                #[export_name = concat!($name, $suffix)]
+                #[export_name = concat!("expr_", $class, "s_", $name)]
                 #[allow(improper_ctypes_definitions)]
                 unsafe extern "ptx-kernel" fn entry(
                     p: Program,
@@ -1132,11 +1175,11 @@ mod device {
         (@ndim $g:ident run) => { $g.ndim as usize };
     }
 
-    /// The vectorised kernels, `expr_v` and the fast path's suffix.
+    /// The vectorised kernels, `expr_<class>v_vec`.
     macro_rules! vectorised {
         ($($suffix:literal $path:ident;)*) => {$(
             const _: () = {
-                #[export_name = concat!("expr_v", $suffix)]
+                #[export_name = concat!("expr_", $suffix, "v_vec")]
                 #[allow(improper_ctypes_definitions)]
                 unsafe extern "ptx-kernel" fn entry(
                     p: Program,
@@ -1151,7 +1194,7 @@ mod device {
         )*};
     }
 
-    #[export_name = "expr_c"]
+    #[export_name = "expr_gs_c"]
     #[allow(improper_ctypes_definitions)]
     unsafe extern "ptx-kernel" fn contiguous(
         p: Program,
@@ -1170,9 +1213,9 @@ mod device {
         "b" U8;
     }
 
-    /// `expr_wf`: the vectorised kernel of `f32` math for wide programs (the contract at
+    /// `expr_fv_wide`: the vectorised kernel of `f32` math for wide programs (the contract at
     /// [`WIDE_NAMES`](super::WIDE_NAMES)).
-    #[export_name = "expr_wf"]
+    #[export_name = "expr_fv_wide"]
     #[allow(improper_ctypes_definitions)]
     unsafe extern "ptx-kernel" fn wide_f32(
         p: Program,
@@ -1219,14 +1262,14 @@ mod device {
     }
 
     cheap! {
-        "expr_cf" f32, 0, F32;
+        "expr_fv_cheap" f32, 0, F32;
     }
 
     entry! {
-        "expr_d1" 1 (fixed 1);
-        "expr_d2" 2 (fixed 2);
-        "expr_d3" 3 (fixed 3);
-        "expr_d6" { super::D6_DIMS } run;
+        "d1" 1 (fixed 1);
+        "d2" 2 (fixed 2);
+        "d3" 3 (fixed 3);
+        "d6" { super::D6_DIMS } run;
     }
 
     /// Stores `v` (its low 4 bytes, or 8 for `R = u64`) at shared address `at`.
@@ -1371,13 +1414,13 @@ mod device {
         }
     }
 
-    /// The tiled kernels, `expr_t` and the fast path's suffix.
+    /// The tiled kernels, `expr_<class>s_tile`.
     macro_rules! tiled {
         ($($suffix:literal $t:ty, $r:ty, $i:literal, $class:ident;)*) => {$(
             const _: () = {
                 const K: usize = super::TILE_LANES[$i];
                 const _: () = assert!(matches!(super::FAST_PATHS[$i], Class::$class));
-                #[export_name = concat!("expr_t", $suffix)]
+                #[export_name = concat!("expr_", $suffix, "s_tile")]
                 #[allow(improper_ctypes_definitions)]
                 unsafe extern "ptx-kernel" fn entry(
                     p: Program,
@@ -1558,11 +1601,11 @@ mod device {
         }
     }
 
-    /// The group kernels, `expr_reduce` and the interpreter's suffix.
+    /// The group kernels, `expr_<class>r_groups`.
     macro_rules! reduce_groups {
         ($($suffix:literal $path:ident;)*) => {$(
             const _: () = {
-                #[export_name = concat!("expr_reduce", $suffix)]
+                #[export_name = concat!("expr_", $suffix, "r_groups")]
                 #[allow(improper_ctypes_definitions)]
                 unsafe extern "ptx-kernel" fn entry(
                     p: Program,
@@ -1578,7 +1621,7 @@ mod device {
     }
 
     reduce_groups! {
-        "" General;
+        "g" General;
         "f" F32;
         "d" F64;
         "i" I32;
@@ -1639,7 +1682,7 @@ mod device {
         }
     }
 
-    #[export_name = "expr_dn"]
+    #[export_name = "expr_gs_dn"]
     #[allow(improper_ctypes_definitions)]
     unsafe extern "ptx-kernel" fn any_rank(
         p: Program,

@@ -273,13 +273,13 @@ const _: () = assert!(FAST_LOADED == 4);
 /// The group kernels by interpreter: the general one, then the fast paths' in the order
 /// of [`FAST_PATHS`](crate::kernel::FAST_PATHS).
 pub const GROUP_KERNELS: [&str; 7] = [
-    "expr_reduce",
-    "expr_reducef",
-    "expr_reduced",
-    "expr_reducei",
-    "expr_reducel",
-    "expr_reduceu",
-    "expr_reduceb",
+    "expr_gr_groups",
+    "expr_fr_groups",
+    "expr_dr_groups",
+    "expr_ir_groups",
+    "expr_lr_groups",
+    "expr_ur_groups",
+    "expr_br_groups",
 ];
 
 /// The group kernel that reduces program `p`'s values: its fast path's where the output's

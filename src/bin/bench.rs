@@ -1,6 +1,7 @@
 //! GPU benchmark: `cargo run --release --bin bench [-- --quick] [--only CASE]`, or
 //! `-- --cold LABEL` for the cold start of a fresh process (driver and context, first
-//! module load, first launch; see `scripts/gpu-run cold`). One JSON line per case on stdout: GB/s with bytes = every input read once + the output written
+//! module load, first launch; see `scripts/gpu-run cold`); `-- --cold-expr dense|broadcast`
+//! for the expression engine's (the first expression of a fresh process). One JSON line per case on stdout: GB/s with bytes = every input read once + the output written
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
@@ -559,6 +560,110 @@ fn cold_start(label: &str) -> Result<()> {
     Ok(())
 }
 
+/// One cold start of the expression engine, in this (fresh) process, after `open`: the
+/// first expression of the process from its text to the end of a synchronisation (parse,
+/// compile, the interpreter family's decode and module load, the launch), `first` being
+/// `dense` (the seed expression over three dense f32 inputs of 2^20) or `broadcast` (the
+/// same over a row, a column and a full 1024² input, hoisted: its first call also makes
+/// the temporaries); then a second call of it, and the first call of a second, new
+/// expression (`a*b + c`) on the same inputs. The interpreter module's decode and load
+/// times and its families loaded; the first result against the CPU twin.
+fn cold_expr(first: &str) -> Result<()> {
+    use strided_apply::expr::{Arg, DeviceArg, Expr, HostTensor, HostTensorMut};
+    let ms = |t: Instant| t.elapsed().as_secs_f64() * 1e3;
+    let t = Instant::now();
+    let gpu = strided_apply::open(0)?;
+    let open_ms = ms(t);
+    let side = 1024;
+    let shapes: [&[usize]; 3] = match first {
+        "dense" => [&[side, side], &[side, side], &[side, side]],
+        "broadcast" => [&[1, side], &[side, 1], &[side, side]],
+        _ => {
+            eprintln!("bench: --cold-expr takes dense or broadcast, not `{first}`");
+            std::process::exit(2);
+        }
+    };
+    let hosts: Vec<Vec<f32>> = shapes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| random(s.iter().product(), 40 + i as u64, |x| rand_f32(x).abs()))
+        .collect();
+    let dev = hosts
+        .iter()
+        .zip(shapes)
+        .map(|(h, s)| DeviceTensor::from_slice(&gpu, h, s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let n = side * side;
+    let mut out = DeviceTensor::from_slice(&gpu, &vec![f32::NAN; n], &[side, side])?;
+    let args = [
+        ("a", Arg::Tensor(gpu_kernels::elem::ElemType::F32)),
+        ("b", Arg::Tensor(gpu_kernels::elem::ElemType::F32)),
+        ("c", Arg::Tensor(gpu_kernels::elem::ElemType::F32)),
+    ];
+    let ins: Vec<DeviceArg> = dev.iter().map(DeviceArg::from).collect();
+    gpu.synchronize()?;
+    let text = "sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)";
+    let t = Instant::now();
+    let f = Expr::parse(text)?.compile(&args, None)?;
+    f.run(&gpu, &mut out, &ins, &[])?;
+    gpu.synchronize()?;
+    let first_ms = ms(t);
+    let got = out.buffer_to_vec(&gpu)?;
+    let t = Instant::now();
+    f.run(&gpu, &mut out, &ins, &[])?;
+    gpu.synchronize()?;
+    let second_ms = ms(t);
+    let t = Instant::now();
+    let g = Expr::parse("a*b + c")?.compile(&args, None)?;
+    g.run(&gpu, &mut out, &ins, &[])?;
+    gpu.synchronize()?;
+    let new_expr_ms = ms(t);
+    // The CPU twin of the first call.
+    let layouts = shapes
+        .iter()
+        .map(|s| Layout::contiguous(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let out_layout = Layout::contiguous(&[side, side])?;
+    let mut want = vec![f32::NAN; n];
+    let f32t = gpu_kernels::elem::ElemType::F32;
+    let host_ins: Vec<HostTensor> = hosts
+        .iter()
+        .zip(&layouts)
+        .map(|(h, l)| HostTensor::new(bytemuck::cast_slice(h), f32t, l))
+        .collect();
+    f.run_cpu(
+        HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), f32t, &out_layout),
+        &host_ins,
+        &[],
+    )?;
+    // Transcendentals: within the library's ulp bounds of the CPU twin, not bit-identical.
+    let max_ulp = got
+        .iter()
+        .zip(&want)
+        .map(|(&g, &c)| f32::distance(g, c))
+        .max()
+        .unwrap_or(0);
+    let check = if max_ulp <= 4 {
+        format!("GPU~CPU (max {max_ulp} ulp)")
+    } else {
+        format!("MISMATCH (max {max_ulp} ulp)")
+    };
+    let info = gpu.module_info();
+    let m = info.iter().find(|m| m.module == "strided-apply-expr");
+    let loaded: Vec<&str> = m
+        .map(|m| m.loaded.iter().map(|l| l.family).collect())
+        .unwrap_or_default();
+    let (decode_ms, load_ms) = m.map_or((0.0, 0.0), |m| {
+        m.loaded
+            .iter()
+            .fold((0.0, 0.0), |(d, l), x| (d + x.decode_ms, l + x.load_ms))
+    });
+    println!(
+        "{{\"impl\":\"strided-apply\",\"case\":\"cold_expr\",\"first\":\"{first}\",\"open_ms\":{open_ms:.2},\"first_call_ms\":{first_ms:.3},\"decode_ms\":{decode_ms:.3},\"load_ms\":{load_ms:.3},\"second_call_ms\":{second_ms:.3},\"new_expression_ms\":{new_expr_ms:.3},\"families_loaded\":{loaded:?},\"check\":\"{check}\"}}"
+    );
+    Ok(())
+}
+
 /// What the command line asks for.
 struct Args {
     /// `--quick`: smaller sizes.
@@ -568,6 +673,8 @@ struct Args {
     only: Option<String>,
     /// `--cold LABEL`: one cold start in this process, nothing else.
     cold: Option<String>,
+    /// `--cold-expr dense|broadcast`: one cold start of the expression engine, nothing else.
+    cold_expr: Option<String>,
     /// `--release-pool`: the driver's default release threshold (freed memory goes back at
     /// every synchronisation) instead of the library's (the pool keeps it), for comparison.
     release_pool: bool,
@@ -581,6 +688,7 @@ impl Args {
             quick: args.iter().any(|a| a == "--quick"),
             only: after("--only"),
             cold: after("--cold"),
+            cold_expr: after("--cold-expr"),
             release_pool: args.iter().any(|a| a == "--release-pool"),
         }
     }
@@ -663,6 +771,9 @@ fn main() -> Result<()> {
     let args = Args::parse();
     if let Some(label) = &args.cold {
         return cold_start(label);
+    }
+    if let Some(first) = &args.cold_expr {
+        return cold_expr(first);
     }
     let bench = Bench::open(&args)?;
     copy_ceiling(&bench)?;

@@ -2451,7 +2451,7 @@ fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
     let dense = l(&[70, 40], &[40, 1]);
     let transposed = l(&[70, 40], &[1, 70]);
     let t = tiles(&f32_add, [&dense, &dense, &transposed]).expect("b staged");
-    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_tf", 4, 0b10));
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_fs_tile", 4, 0b10));
     // Axis 0 is the output's unit axis (40 elements, 2 tiles), axis 1 b's (70, 3 tiles).
     assert_eq!((t.g.ndim, t.g.sizes), (2, [40, 70, 1, 1, 1]));
     assert_eq!(
@@ -2461,7 +2461,7 @@ fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
     assert_eq!((t.arg.tiles_x.d, t.arg.tiles_y.d, t.tiles), (2, 3, 6));
     // Both inputs transposed: both staged. 8-byte math: two lanes, 8-byte stages.
     let t = tiles(&f64_add, [&dense, &transposed, &transposed]).expect("both staged");
-    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_td", 2, 0b11));
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_ds_tile", 2, 0b11));
     assert!(
         t.shared
             > tiles(&f32_add, [&dense, &dense, &transposed])
@@ -2814,10 +2814,10 @@ fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
         let c = e.compile(&tensors(&names), None).unwrap();
         cheap_kernel(c.program())
     };
-    assert_eq!(of("a + b", F32), Some(("expr_cf", 8)));
+    assert_eq!(of("a + b", F32), Some(("expr_fv_cheap", 8)));
     assert_eq!(
         of("a + b", BF16),
-        Some(("expr_cf", 8)),
+        Some(("expr_fv_cheap", 8)),
         "16-bit floats: f32 math"
     );
     assert_eq!(
@@ -2825,7 +2825,7 @@ fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
             "clamp(fma(a, -b, c), -abs(c), relu(b)) + max(a, 0.5) - min(b, c)",
             F32
         ),
-        Some(("expr_cf", 8))
+        Some(("expr_fv_cheap", 8))
     );
     // Not cheap: a division, a transcendental function, a power.
     for text in ["a / b", "sin(a) + b", "a ** b", "sqrt(a)"] {
