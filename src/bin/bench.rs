@@ -543,21 +543,27 @@ fn cold_start(label: &str) -> Result<()> {
     let second_ms = ms(t);
     let want: Vec<f32> = a.to_vec(&gpu)?.iter().map(|x| x + x).collect();
     let check = check_label(&out.to_vec(&gpu)?, &want);
-    let info = gpu.module_info();
-    let m = info.iter().find(|m| m.module == "gpu-kernels");
-    let loaded: Vec<&str> = m
-        .map(|m| m.loaded.iter().map(|l| l.family).collect())
-        .unwrap_or_default();
-    let (decode_ms, load_ms) = m
-        .and_then(|m| m.loaded.first())
-        .map_or((0.0, 0.0), |l| (l.decode_ms, l.load_ms));
-    let target = m
-        .and_then(|m| m.chosen)
-        .map_or("none".into(), |t| t.to_string());
+    let (target, loaded, decode_ms, load_ms) = module_loads(&gpu, "gpu-kernels");
     println!(
         "{{\"impl\":\"strided-apply\",\"case\":\"cold_start\",\"label\":\"{label}\",\"target\":\"{target}\",\"open_ms\":{open_ms:.2},\"first_apply3_ms\":{first_ms:.3},\"decode_ms\":{decode_ms:.3},\"load_ms\":{load_ms:.3},\"second_apply3_ms\":{second_ms:.3},\"families_loaded\":{loaded:?},\"check\":\"{check}\"}}"
     );
     Ok(())
+}
+
+/// What `gpu` has loaded of `module` so far: the chosen target, the families in load order,
+/// and their decoding and module-load milliseconds, summed.
+fn module_loads(gpu: &Gpu, module: &str) -> (String, Vec<&'static str>, f64, f64) {
+    let info = gpu.module_info();
+    let Some(m) = info.iter().find(|m| m.module == module) else {
+        return ("none".into(), Vec::new(), 0.0, 0.0);
+    };
+    let target = m.chosen.map_or("none".into(), |t| t.to_string());
+    let families = m.loaded.iter().map(|l| l.family).collect();
+    let (decode, load) = m
+        .loaded
+        .iter()
+        .fold((0.0, 0.0), |(d, l), x| (d + x.decode_ms, l + x.load_ms));
+    (target, families, decode, load)
 }
 
 /// One cold start of the expression engine, in this (fresh) process, after `open`: the
@@ -648,16 +654,7 @@ fn cold_expr(first: &str) -> Result<()> {
     } else {
         format!("MISMATCH (max {max_ulp} ulp)")
     };
-    let info = gpu.module_info();
-    let m = info.iter().find(|m| m.module == "strided-apply-expr");
-    let loaded: Vec<&str> = m
-        .map(|m| m.loaded.iter().map(|l| l.family).collect())
-        .unwrap_or_default();
-    let (decode_ms, load_ms) = m.map_or((0.0, 0.0), |m| {
-        m.loaded
-            .iter()
-            .fold((0.0, 0.0), |(d, l), x| (d + x.decode_ms, l + x.load_ms))
-    });
+    let (_, loaded, decode_ms, load_ms) = module_loads(&gpu, "strided-apply-expr");
     println!(
         "{{\"impl\":\"strided-apply\",\"case\":\"cold_expr\",\"first\":\"{first}\",\"open_ms\":{open_ms:.2},\"first_call_ms\":{first_ms:.3},\"decode_ms\":{decode_ms:.3},\"load_ms\":{load_ms:.3},\"second_call_ms\":{second_ms:.3},\"new_expression_ms\":{new_expr_ms:.3},\"families_loaded\":{loaded:?},\"check\":\"{check}\"}}"
     );
