@@ -32,7 +32,8 @@
 //! are distinct, and an input that shares memory with the output does so only at the same
 //! offsets.
 
-use crate::ir::{Class, Program, MAX_INPUTS, MAX_INSTRS};
+use crate::ir::{Class, Opcode, Program, MAX_INPUTS, MAX_INSTRS};
+use gpu_kernels::elem::ElemType;
 
 /// Operands of one launch: the output, then the inputs.
 pub const OPERANDS: usize = MAX_INPUTS + 1;
@@ -280,6 +281,124 @@ pub fn tile_shared_bytes(p: &Program) -> Option<u32> {
         .map(|i| STAGED_BYTES + TILED_INPUTS as u32 * TILE * (TILE + 1) * TILE_RAW_BYTES[i])
 }
 
+/// The one-op kernels (`expr_<class>o_k<lanes>`), by fast path (the order of
+/// [`FAST_PATHS`]) and lanes: programs of a single op ([`one_op`]) with the vectorised
+/// kernels' contract ([`CONTIG`]), one vector of `lanes` elements per thread (the widest
+/// operand's 16 bytes) and no loop. The op is dispatched once per thread, not once per
+/// instruction and element: the kernel holds only the loads, the op's lanes and the store,
+/// so it keeps the registers, and so the threads per SM, of a specialised kernel. They need
+/// no staged program (no shared memory).
+pub const ONE_NAMES: [&[(usize, &str)]; 6] = [
+    &[(4, "expr_fo_k4"), (8, "expr_fo_k8")],
+    &[(2, "expr_do_k2")],
+    &[(4, "expr_io_k4")],
+    &[(2, "expr_lo_k2")],
+    &[(4, "expr_uo_k4")],
+    &[(16, "expr_bo_k16")],
+];
+
+/// Whether [`ONE_NAMES`] lists `name` for fast path `i` and `lanes` (the kernels' own
+/// check of the list).
+pub const fn one_listed(i: usize, lanes: usize, name: &str) -> bool {
+    let list = ONE_NAMES[i];
+    let mut j = 0;
+    while j < list.len() {
+        let (k, n) = list[j];
+        if k == lanes && n.len() == name.len() {
+            let (a, b) = (n.as_bytes(), name.as_bytes());
+            let mut c = 0;
+            while c < a.len() && a[c] == b[c] {
+                c += 1;
+            }
+            if c == a.len() {
+                return true;
+            }
+        }
+        j += 1;
+    }
+    false
+}
+
+/// The ops of the one-op kernels: the cheap ops and division.
+pub const ONE_OPS: [Opcode; 11] = [
+    Opcode::Neg,
+    Opcode::Abs,
+    Opcode::Relu,
+    Opcode::Add,
+    Opcode::Sub,
+    Opcode::Mul,
+    Opcode::Div,
+    Opcode::Min,
+    Opcode::Max,
+    Opcode::Fma,
+    Opcode::Clamp,
+];
+
+/// Operands of a one-op program: at most three.
+pub const ONE_OPERANDS: usize = 3;
+
+/// The op of `p` if it is a one-op program: a fast program whose code is its operands,
+/// then one op of [`ONE_OPS`] applied to them, operand `q` being input `q` for `q` below
+/// the input count and a constant of index below [`ONE_OPERANDS`] after them (`a + b`,
+/// `a * 2`, `clamp(a, 0, 6)`, `fma(a, b, c)`, `relu(a)`; not `2 * a` or `a + a`, which run
+/// on the interpreter).
+pub fn one_op(p: &Program) -> Option<Opcode> {
+    fast_path(p)?;
+    let code = p.code();
+    let (last, operands) = code.split_last()?;
+    let op = Opcode::from_code(last.op).filter(|o| ONE_OPS.contains(o))?;
+    let n_in = p.n_inputs as usize;
+    let fits = operands.len() == op.arity()
+        && (1..=operands.len()).contains(&n_in)
+        && operands.iter().enumerate().all(|(q, i)| {
+            if q < n_in {
+                i.op == Opcode::Load as u8 && i.arg as usize == q
+            } else {
+                i.op == Opcode::Const as u8 && (i.arg as usize) < ONE_OPERANDS
+            }
+        });
+    fits.then_some(op)
+}
+
+/// `p`'s one-op kernel and its lanes: for a one-op program ([`one_op`]) whose operands (the
+/// inputs and the output) are all of one element type, with a kernel of `16 / size` lanes.
+pub fn one_kernel(p: &Program) -> Option<(&'static str, usize)> {
+    let i = one_path(p)?;
+    let lanes = 16 / crate::value::elem_of(p.out).size();
+    ONE_NAMES[i]
+        .iter()
+        .find(|&&(k, _)| k == lanes)
+        .map(|&(k, name)| (name, k))
+}
+
+/// The fast path of a one-op program ([`one_op`]) whose operands (inputs and output) are
+/// all of one element type: the one-op kernels' programs (each arm of their dispatch is
+/// one element type's loads, op and store).
+fn one_path(p: &Program) -> Option<usize> {
+    one_op(p)?;
+    let i = fast_path(p)?;
+    let n_in = p.n_inputs as usize;
+    let e = crate::ir::elem_of_code(p.out)?;
+    (one_elem(FAST_PATHS[i], e) && p.inputs[..n_in].iter().all(|&x| x == p.out)).then_some(i)
+}
+
+/// Whether the one-op kernels of math type `class` take operands of element type `e`: the
+/// type's own, and the 16-bit floats for `f32` math (the kernels hold an arm for these
+/// only).
+pub const fn one_elem(class: Class, e: ElemType) -> bool {
+    let own = class.elem() as u8 == e as u8;
+    own || (matches!(class, Class::F32) && matches!(e, ElemType::F16 | ElemType::BF16))
+}
+
+/// The tiled one-op kernels (`expr_<class>o_tile`), by fast path: the tiled kernels'
+/// layout and contract ([`TILED_NAMES`]) for the programs of the one-op kernels.
+pub const ONE_TILED_NAMES: [Option<&str>; 6] = [Some("expr_fo_tile"), None, None, None, None, None];
+
+/// `p`'s tiled one-op kernel, where it has one ([`ONE_TILED_NAMES`]).
+pub fn one_tiled_name(p: &Program) -> Option<&'static str> {
+    ONE_TILED_NAMES[one_path(p)?]
+}
+
 /// Device addresses of the operands, the output first; unused entries are 0 and never read.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -291,9 +410,9 @@ const _: () = assert!(
 
 #[cfg(target_arch = "nvptx64")]
 mod device {
-    use super::{Pointers, CHEAP_INPUTS, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
+    use super::{Pointers, CHEAP_INPUTS, ONE_OPERANDS, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
     use crate::eval::{fast_word, run, run_ops, Eval, FAST_INPUTS, FAST_LOADED};
-    use crate::ir::{Class, Instr, Program, MAX_INPUTS, MAX_INSTRS};
+    use crate::ir::{Class, Instr, Opcode, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
     use crate::value::{elem_of, narrow, widen, Math};
     use core::arch::nvptx;
@@ -1265,6 +1384,302 @@ mod device {
         "expr_fv_cheap" f32, 0, F32;
     }
 
+    /// The program code of element type `e` ([`ELEMS`](crate::ir::ELEMS)), at compile time.
+    const fn code_of(e: ElemType) -> u8 {
+        let mut i = 0;
+        while i < crate::ir::ELEMS.len() {
+            if crate::ir::ELEMS[i] as u8 == e as u8 {
+                return i as u8;
+            }
+            i += 1;
+        }
+        u8::MAX
+    }
+
+    /// `$arm!(e, size)` for the element type of program code `$code`, `e` and its size
+    /// constants in each arm (codes of [`ELEMS`](crate::ir::ELEMS), matched without a table
+    /// load); `$none` for a code that is none.
+    macro_rules! by_code {
+        ($code:expr, $arm:ident, $none:expr) => {{
+            match $code {
+                c if c == code_of(ElemType::F32) => $arm!(ElemType::F32, 4),
+                c if c == code_of(ElemType::BF16) => $arm!(ElemType::BF16, 2),
+                c if c == code_of(ElemType::F16) => $arm!(ElemType::F16, 2),
+                c if c == code_of(ElemType::U8) => $arm!(ElemType::U8, 1),
+                c if c == code_of(ElemType::I32) => $arm!(ElemType::I32, 4),
+                c if c == code_of(ElemType::U32) => $arm!(ElemType::U32, 4),
+                c if c == code_of(ElemType::F64) => $arm!(ElemType::F64, 8),
+                c if c == code_of(ElemType::I64) => $arm!(ElemType::I64, 8),
+                c if c == code_of(ElemType::Bool) => $arm!(ElemType::Bool, 1),
+                _ => $none,
+            }
+        }};
+    }
+
+    /// `$body` once for each constant `$j` of `0..16`, the lanes of a 16-byte vector (a loop
+    /// over lanes that LLVM leaves rolled indexes the lane arrays at run time: a stack
+    /// frame).
+    macro_rules! each_lane {
+        (|$j:ident| $body:block) => {
+            each_lane!(@ $j, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+        };
+        (@ $j:ident, $body:block, $($n:literal)*) => {
+            $( { const $j: usize = $n; $body } )*
+        };
+    }
+
+    /// Lane `j` of a vector of `S`-byte elements held as little-endian words.
+    #[inline(always)]
+    fn lane<const S: usize>(w: &[u32; 4], j: usize) -> u64 {
+        match S {
+            1 => ((w[j / 4] >> (8 * (j % 4))) & 0xff) as u64,
+            2 => ((w[j / 2] >> (16 * (j % 2))) & 0xffff) as u64,
+            4 => w[j] as u64,
+            _ => w[2 * j] as u64 | (w[2 * j + 1] as u64) << 32,
+        }
+    }
+
+    /// Sets lane `j` (zero before) of a vector of `S`-byte elements held as words to the
+    /// low `S` bytes of `bits`.
+    #[inline(always)]
+    fn set_lane<const S: usize>(w: &mut [u32; 4], j: usize, bits: u64) {
+        match S {
+            1 => w[j / 4] |= ((bits & 0xff) as u32) << (8 * (j % 4)),
+            2 => w[j / 2] |= ((bits & 0xffff) as u32) << (16 * (j % 2)),
+            4 => w[j] = bits as u32,
+            _ => {
+                w[2 * j] = bits as u32;
+                w[2 * j + 1] = (bits >> 32) as u32;
+            }
+        }
+    }
+
+    /// One operand's 16 bytes (`16 / S` elements of `S` bytes) from element offset `off` of
+    /// `base`, as words: one vector where `unit` and `full`; one element in every lane where
+    /// not `unit` (stride 0); the live lanes one by one otherwise (a partial last vector).
+    /// The lanes stay packed until the op's arm unpacks them.
+    ///
+    /// # Safety
+    /// The vectorised contract for this operand at `off`.
+    #[inline(always)]
+    unsafe fn load_packed<const S: usize>(
+        base: u64,
+        off: isize,
+        unit: bool,
+        full: bool,
+        n_live: u32,
+    ) -> [u32; 4] {
+        let mut w = [0u32; 4];
+        if unit && full {
+            // SAFETY: the caller's aligned 16-byte vector.
+            let v =
+                unsafe { load_words::<16>((base as *const u8).wrapping_offset(off * S as isize)) };
+            w.copy_from_slice(&v[..4]);
+        } else if !unit {
+            // SAFETY: the caller's element at `off`.
+            let x = unsafe { load_bits(base, off, S) };
+            each_lane!(|J| {
+                if J < 16 / S {
+                    set_lane::<S>(&mut w, J, x);
+                }
+            });
+        } else {
+            each_lane!(|J| {
+                if J < 16 / S && (J as u32) < n_live {
+                    // SAFETY: a live lane's element (the caller's contract).
+                    let x = unsafe { load_bits(base, off + J as isize, S) };
+                    set_lane::<S>(&mut w, J, x);
+                }
+            });
+        }
+        w
+    }
+
+    /// A one-op kernel's body ([`ONE_NAMES`](super::ONE_NAMES)): this thread's vector of `K`
+    /// lanes, every operand of one element type ([`one_kernel`](super::one_kernel)) of
+    /// `16 / K` bytes: the inputs loaded as packed 16-byte vectors, constants taken from
+    /// the program, the op dispatched once (each arm unpacks, widens, computes, rounds and
+    /// packs its lanes: no lane array crosses a branch), one vector stored.
+    ///
+    /// # Safety
+    /// The module contract without the shared memory, and the vectorised contract for `K`
+    /// lanes; `p` is a one-op program ([`one_op`](super::one_op)) of `T`'s math type whose
+    /// operands are all of one element type of `16 / K` bytes.
+    #[inline(always)]
+    unsafe fn one<T: Eval, const K: usize>(
+        p: &Program,
+        n: u32,
+        g: &Geometry<u32, 2, OPERANDS>,
+        ptrs: &Pointers,
+    ) {
+        let (v, _) = thread_range::<u32>();
+        if v >= n.div_ceil(K as u32) {
+            return;
+        }
+        let i = v * K as u32;
+        let n_live = n - i;
+        let c = if g.sizes[1] == 1 {
+            [i, 0]
+        } else {
+            coords_of(g, i, 2)
+        };
+        let n_in = p.n_inputs as usize;
+        let operands = (p.len as usize).wrapping_sub(1);
+        // Every operand at constant offsets of the parameter (a run-time index would copy
+        // it whole into a stack frame). Guards in sequence: exclusive arms differing in a
+        // constant index are merged by LLVM into one read at a run-time index.
+        let konst = |q: usize| {
+            let arg = p.instrs[q].arg;
+            let mut bits = p.consts[2];
+            if arg == 0 {
+                bits = p.consts[0];
+            }
+            if arg == 1 {
+                bits = p.consts[1];
+            }
+            T::dec(bits)
+        };
+        let mut op = p.instrs[3].op;
+        if operands == 1 {
+            op = p.instrs[1].op;
+        }
+        if operands == 2 {
+            op = p.instrs[2].op;
+        }
+        macro_rules! body {
+            ($e:expr, $s:literal) => {
+                if K * $s == 16 && super::one_elem(T::CLASS, $e) {
+                    let k: [T; ONE_OPERANDS] = core::array::from_fn(|q| {
+                        if q >= n_in && q < operands {
+                            konst(q)
+                        } else {
+                            T::dec(0)
+                        }
+                    });
+                    // SAFETY: forwarded; every operand is of element type `$e`.
+                    unsafe { one_typed::<T, K, $s>($e, p, g, ptrs, c, n_live, &k, op) }
+                }
+            };
+        }
+        by_code!(p.out, body, ())
+    }
+
+    /// [`one`] for operands of element type `e` of `S` bytes (a constant in each call).
+    ///
+    /// # Safety
+    /// As [`one`]; `k[q]` is operand `q`'s value where it is a constant.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn one_typed<T: Eval, const K: usize, const S: usize>(
+        e: ElemType,
+        p: &Program,
+        g: &Geometry<u32, 2, OPERANDS>,
+        ptrs: &Pointers,
+        c: [u32; 2],
+        n_live: u32,
+        k: &[T; ONE_OPERANDS],
+        op: u8,
+    ) {
+        let n_in = p.n_inputs as usize;
+        let full = n_live >= K as u32;
+        let mut w = [[0u32; 4]; ONE_OPERANDS];
+        macro_rules! operand {
+            ($($q:literal)*) => {$(
+                if $q < n_in {
+                    let off = offset_at(g, &c, 2, $q + 1);
+                    let unit = g.strides[$q + 1][0] == 1;
+                    // SAFETY: the vectorised contract for input $q.
+                    w[$q] = unsafe { load_packed::<S>(ptrs.0[$q + 1], off, unit, full, n_live) };
+                }
+            )*};
+        }
+        operand!(0 1 2);
+        // Operand q of lane j in T: input q's lane, or the constant.
+        let x = |q: usize, j: usize| {
+            if q < n_in {
+                T::dec(widen(e, lane::<S>(&w[q], j)))
+            } else {
+                k[q]
+            }
+        };
+        macro_rules! ops {
+            ($($name:ident $arity:tt),*) => {
+                match Opcode::from_code(op) {
+                    $(Some(Opcode::$name) => ops!(@ $name $arity),)*
+                    _ => return,
+                }
+            };
+            (@ $name:ident $arity:tt) => {{
+                let mut r = [0u32; 4];
+                each_lane!(|J| {
+                    if J < K {
+                        let y = ops!(@@ $name $arity J);
+                        set_lane::<S>(&mut r, J, narrow(T::CLASS, y.enc(), e));
+                    }
+                });
+                r
+            }};
+            (@@ $name:ident 1 $j:ident) => {
+                T::unary(Opcode::$name, x(0, $j))
+            };
+            (@@ $name:ident 2 $j:ident) => {
+                T::binary(Opcode::$name, x(0, $j), x(1, $j))
+            };
+            (@@ $name:ident 3 $j:ident) => {
+                T::ternary(Opcode::$name, x(0, $j), x(1, $j), x(2, $j))
+            };
+        }
+        let r = ops!(
+            Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
+        );
+        let off = offset_at(g, &c, 2, 0);
+        if full {
+            let mut words = [0u32; 16];
+            words[..4].copy_from_slice(&r);
+            let out = (ptrs.0[0] as *mut u8).wrapping_offset(off * S as isize);
+            // SAFETY: the output's aligned 16-byte vector (the vectorised contract).
+            unsafe { store_words::<16>(out, &words) };
+        } else {
+            each_lane!(|J| {
+                if J < K && (J as u32) < n_live {
+                    // SAFETY: a live lane's element of the output.
+                    unsafe { store_bits(ptrs.0[0], off + J as isize, S, lane::<S>(&r, J)) };
+                }
+            });
+        }
+    }
+
+    /// The one-op kernels, `expr_<class>o_k<lanes>` ([`ONE_NAMES`](super::ONE_NAMES)).
+    macro_rules! one_kernels {
+        ($($name:literal $t:ty, $i:literal, $k:literal;)*) => {$(
+            const _: () = {
+                #[export_name = $name]
+                #[allow(improper_ctypes_definitions)]
+                unsafe extern "ptx-kernel" fn entry(
+                    p: Program,
+                    n: u32,
+                    g: Geometry<u32, 2, OPERANDS>,
+                    ptrs: Pointers,
+                ) {
+                    const _: () = assert!(super::one_listed($i, $k, $name));
+                    // SAFETY: the module contract and the vectorised one; the host launches
+                    // it only for a one-op program of this path and lanes.
+                    unsafe { one::<$t, $k>(&p, n, &g, &ptrs) }
+                }
+            };
+        )*};
+    }
+
+    one_kernels! {
+        "expr_fo_k4" f32, 0, 4;
+        "expr_fo_k8" f32, 0, 8;
+        "expr_do_k2" f64, 1, 2;
+        "expr_io_k4" i32, 2, 4;
+        "expr_lo_k2" i64, 3, 2;
+        "expr_uo_k4" u32, 4, 4;
+        "expr_bo_k16" u8, 5, 16;
+    }
+
     entry! {
         "d1" 1 (fixed 1);
         "d2" 2 (fixed 2);
@@ -1412,6 +1827,223 @@ mod device {
             sync_threads();
             b = b.wadd(grid);
         }
+    }
+
+    /// A tiled one-op kernel's body ([`ONE_TILED_NAMES`](super::ONE_TILED_NAMES)): the
+    /// tiled kernels' tiles, staging and lanes ([`tiled`]), the op dispatched once per
+    /// tile instead of an interpreter pass, every operand of one element type.
+    ///
+    /// # Safety
+    /// The contract of [`TILED_NAMES`](super::TILED_NAMES); `p` is a program of
+    /// [`one_tiled_name`](super::one_tiled_name) for `T`'s math type.
+    #[inline(always)]
+    unsafe fn one_tiled<T: Eval, R: Raw, const K: usize>(
+        p: &Program,
+        tiles: u32,
+        t: &TileArg,
+        g: &Geometry<u32, 5, OPERANDS>,
+        ptrs: &Pointers,
+    ) {
+        let n_in = p.n_inputs as usize;
+        let operands = (p.len as usize).wrapping_sub(1);
+        // As in `one`: constant parameter offsets, guards in sequence.
+        let konst = |q: usize| {
+            let arg = p.instrs[q].arg;
+            let mut bits = p.consts[2];
+            if arg == 0 {
+                bits = p.consts[0];
+            }
+            if arg == 1 {
+                bits = p.consts[1];
+            }
+            T::dec(bits)
+        };
+        let mut op = p.instrs[3].op;
+        if operands == 1 {
+            op = p.instrs[1].op;
+        }
+        if operands == 2 {
+            op = p.instrs[2].op;
+        }
+        let k: [T; ONE_OPERANDS] = core::array::from_fn(|q| {
+            if q >= n_in && q < operands {
+                konst(q)
+            } else {
+                T::dec(0)
+            }
+        });
+        macro_rules! body {
+            ($e:expr, $s:literal) => {
+                if $s <= core::mem::size_of::<R>() && super::one_elem(T::CLASS, $e) {
+                    // SAFETY: forwarded; every operand is of element type `$e`.
+                    unsafe { one_tiled_typed::<T, R, K, $s>($e, p, tiles, t, g, ptrs, &k, op) }
+                }
+            };
+        }
+        by_code!(p.out, body, ())
+    }
+
+    /// [`one_tiled`] for operands of element type `e` of `S` bytes (a constant in each call).
+    ///
+    /// # Safety
+    /// As [`one_tiled`]; `k[q]` is operand `q`'s value where it is a constant.
+    #[inline(always)]
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn one_tiled_typed<T: Eval, R: Raw, const K: usize, const S: usize>(
+        e: ElemType,
+        p: &Program,
+        tiles: u32,
+        t: &TileArg,
+        g: &Geometry<u32, 5, OPERANDS>,
+        ptrs: &Pointers,
+        k: &[T; ONE_OPERANDS],
+        op: u8,
+    ) {
+        let n_in = p.n_inputs as usize;
+        let base = shared_base32();
+        const TILE: u32 = super::TILE;
+        let rows = TILE / K as u32;
+        let raw_bytes = core::mem::size_of::<R>() as u32;
+        // Input q's stage: TILE rows of TILE + 1 values (the tiled kernels' layout).
+        let stage_of = |q: usize| base + STAGED_BYTES + q as u32 * TILE * (TILE + 1) * raw_bytes;
+        let staged = |q: usize| t.staged >> q & 1 != 0;
+        let (tx, ty, first) = tile_thread();
+        let (_, grid) = block_rows_and_grid();
+        let (n0, n1) = (g.sizes[0], g.sizes[1]);
+        let mut b = first;
+        while b < tiles {
+            let (r, x) = t.tiles_x.divmod(b);
+            let (r, y) = t.tiles_y.divmod(r);
+            let (r, c2) = t.batch[0].divmod(r);
+            let (c4, c3) = t.batch[1].divmod(r);
+            let (x0, y0) = (x * TILE, y * TILE);
+            let full = x0 + TILE <= n0 && y0 + TILE <= n1;
+            let lanes_at = |q: usize, (i, j): (u32, u32), (di, dj): (u32, u32)| -> [isize; K] {
+                let s = &g.strides[q];
+                let o = (x0 + i)
+                    .wrapping_mul(s[0])
+                    .wrapping_add((y0 + j).wrapping_mul(s[1]))
+                    .wrapping_add(c2.wrapping_mul(s[2]))
+                    .wrapping_add(c3.wrapping_mul(s[3]))
+                    .wrapping_add(c4.wrapping_mul(s[4]));
+                let step = di.wrapping_mul(s[0]).wrapping_add(dj.wrapping_mul(s[1]));
+                core::array::from_fn(|l| o.wrapping_add(step.wrapping_mul(l as u32)).signed())
+            };
+            // Every global load of the tile first, so all are in flight together (as the
+            // library's tiled kernels): the staged inputs' elements (ty + rows·l, tx),
+            // consecutive threads along axis 1, and the others' elements (tx, ty + rows·l)
+            // of the compute phase; then the staged values go to shared memory.
+            let live1: [bool; K] = core::array::from_fn(|l| {
+                full || (x0 + ty + rows * (l as u32) < n0 && y0 + tx < n1)
+            });
+            let live: [bool; K] = core::array::from_fn(|l| {
+                full || (x0 + tx < n0 && y0 + ty + rows * (l as u32) < n1)
+            });
+            let mut raw = [[R::default(); K]; ONE_OPERANDS];
+            macro_rules! load {
+                ($($q:literal)*) => {$(
+                    if $q < n_in {
+                        raw[$q] = if staged($q) {
+                            let offs = lanes_at($q + 1, (ty, tx), (rows, 0));
+                            // SAFETY: the live lanes are elements of the plan (module contract).
+                            unsafe { load_lanes(ptrs.0[$q + 1], &offs, &live1, S) }
+                        } else {
+                            let offs = lanes_at($q + 1, (tx, ty), (0, rows));
+                            // SAFETY: the live lanes are elements of the plan.
+                            unsafe { load_lanes(ptrs.0[$q + 1], &offs, &live, S) }
+                        };
+                    }
+                )*};
+            }
+            load!(0 1 2);
+            macro_rules! stage {
+                ($($q:literal)*) => {$(
+                    if $q < n_in && staged($q) {
+                        let at = stage_of($q) + (ty * (TILE + 1) + tx) * raw_bytes;
+                        each_lane!(|L| {
+                            if L < K {
+                                // SAFETY: row ty + rows·L, column tx of input $q's stage.
+                                unsafe {
+                                    st_raw::<R>(
+                                        at + (L as u32 * rows * (TILE + 1)) * raw_bytes,
+                                        raw[$q][L].bits(),
+                                    )
+                                };
+                            }
+                        });
+                    }
+                )*};
+            }
+            stage!(0 1 2);
+            sync_threads();
+            macro_rules! unstage {
+                ($($q:literal)*) => {$(
+                    if $q < n_in && staged($q) {
+                        let at = stage_of($q) + (tx * (TILE + 1) + ty) * raw_bytes;
+                        // SAFETY: row tx, columns ty + rows·l of input $q's stage.
+                        raw[$q] = core::array::from_fn(|l| unsafe {
+                            ld_raw::<R>(at + l as u32 * rows * raw_bytes)
+                        });
+                    }
+                )*};
+            }
+            unstage!(0 1 2);
+            let x = |q: usize, j: usize| {
+                if q < n_in {
+                    T::dec(widen(e, raw[q][j].bits()))
+                } else {
+                    k[q]
+                }
+            };
+            macro_rules! ops {
+                ($($name:ident $arity:tt),*) => {
+                    match Opcode::from_code(op) {
+                        $(Some(Opcode::$name) => ops!(@ $name $arity),)*
+                        _ => [0u64; K],
+                    }
+                };
+                (@ $name:ident $arity:tt) => {
+                    core::array::from_fn(|j| {
+                        narrow(T::CLASS, ops!(@@ $name $arity j).enc(), e)
+                    })
+                };
+                (@@ $name:ident 1 $j:ident) => {
+                    T::unary(Opcode::$name, x(0, $j))
+                };
+                (@@ $name:ident 2 $j:ident) => {
+                    T::binary(Opcode::$name, x(0, $j), x(1, $j))
+                };
+                (@@ $name:ident 3 $j:ident) => {
+                    T::ternary(Opcode::$name, x(0, $j), x(1, $j), x(2, $j))
+                };
+            }
+            let bits: [u64; K] = ops!(
+                Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
+            );
+            let offs = lanes_at(0, (tx, ty), (0, rows));
+            // SAFETY: the live lanes' output offsets (module contract).
+            unsafe { store_lanes(ptrs.0[0], &offs, &live, S, &bits) };
+            // The stage is read to the end before the next tile's loads overwrite it.
+            sync_threads();
+            b = b.wadd(grid);
+        }
+    }
+
+    /// The tiled one-op kernels, `expr_<class>o_tile`.
+    #[export_name = "expr_fo_tile"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn one_tiled_f32(
+        p: Program,
+        tiles: u32,
+        t: TileArg,
+        g: Geometry<u32, 5, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        const _: () = assert!(matches!(super::FAST_PATHS[0], Class::F32));
+        const K: usize = super::TILE_LANES[0];
+        // SAFETY: the tiled kernels' contract; the host launches it only for a program of
+        // `one_tiled_name` of f32 math.
+        unsafe { one_tiled::<f32, u32, K>(&p, tiles, &t, &g, &ptrs) }
     }
 
     /// The tiled kernels, `expr_<class>s_tile`.

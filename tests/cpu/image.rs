@@ -138,7 +138,7 @@ fn launched_kernel_names_are_in_their_families() {
 }
 
 /// Every kernel name the expression launcher looks up (every variant, interpreter, tiled,
-/// wide and reduction kernel) is an entry of the interpreter's image.
+/// wide, cheap, one-op and reduction kernel) is an entry of the interpreter's image.
 #[test]
 fn expression_kernel_names_are_in_the_interpreters_image() {
     use strided_apply_expr::{kernel, reduce};
@@ -147,6 +147,11 @@ fn expression_kernel_names_are_in_the_interpreters_image() {
     names.extend(kernel::TILED_NAMES);
     names.extend(kernel::WIDE_NAMES.iter().flatten());
     names.extend(kernel::CHEAP_NAMES.iter().flatten());
+    names.extend(
+        kernel::ONE_NAMES
+            .iter()
+            .flat_map(|k| k.iter().map(|&(_, n)| n)),
+    );
     names.extend(reduce::GROUP_KERNELS);
     names.push(reduce::FINAL_KERNEL);
     assert!(
@@ -156,6 +161,10 @@ fn expression_kernel_names_are_in_the_interpreters_image() {
     assert!(
         names.contains(&"expr_fv_cheap"),
         "the f32 cheap kernel is listed"
+    );
+    assert!(
+        names.contains(&"expr_bo_k16"),
+        "the u8 one-op kernel is listed"
     );
     for name in names {
         let ptx = family_ptx(&image, name);
@@ -211,6 +220,18 @@ fn the_interpreters_families_are_split_by_class_and_layout_group() {
     }
     for (c, name) in reduce::GROUP_KERNELS.iter().enumerate() {
         named(name, classes[c]);
+    }
+    // The one-op kernels: a family per class of its own (`expr_<class>o`), not the
+    // vectorised interpreter's, so a one-op program decodes only its loads and its op.
+    for (i, kernels) in kernel::ONE_NAMES.iter().enumerate() {
+        for &(_, name) in kernels.iter() {
+            named(name, classes[i + 1]);
+            assert_eq!(
+                family_of(name),
+                format!("expr_{}o", classes[i + 1]),
+                "{name}"
+            );
+        }
     }
     // The dense f32 family's sm_90 cubin is under a quarter of the interpreter's sm_90
     // cubins (it was the whole 4.3 MB, 33 ms of decoding on a process's first expression).

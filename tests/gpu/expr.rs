@@ -613,6 +613,112 @@ pub fn vectorised_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
     ))
 }
 
+/// Programs of one op (`kernel::ONE_NAMES`: the op dispatched once per thread, one 16-byte
+/// vector per thread) in every element type that has a one-op kernel, over dense operands
+/// (partial last vectors included), rows and columns broadcast, scalars and constants, and
+/// misaligned views (which run on the interpreter): bit-identical to the CPU twin.
+pub fn one_op_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
+    use strided_apply_expr::kernel::one_kernel;
+    let mut r = Rng(0xe4b7_0008);
+    let texts = [
+        "-a",
+        "abs(a)",
+        "relu(a)",
+        "a + b",
+        "a - b",
+        "a * b",
+        "a / b",
+        "min(a, b)",
+        "max(a, b)",
+        "a * 3",
+        "a - 1",
+        "fma(a, b, c)",
+        "fma(a, b, 2)",
+        "clamp(a, b, c)",
+        "clamp(a, 0, 6)",
+    ];
+    let mut layouts: Vec<(Vec<usize>, [Vec<usize>; 3])> = Vec::new();
+    for cols in [64usize, 48] {
+        let (o, row, col) = (vec![33, cols], vec![cols], vec![33, 1]);
+        layouts.push((o.clone(), [o.clone(), row.clone(), o.clone()]));
+        layouts.push((o.clone(), [row, col, vec![1]]));
+    }
+    for n in [1usize, 15, 4103, 200_001] {
+        layouts.push((vec![n], [vec![n], vec![n], vec![n]]));
+        layouts.push((vec![n], [vec![n], vec![1], vec![n]]));
+    }
+    let (mut checked, mut one_op) = (0, 0);
+    for t in [F32, F16, BF16, F64, I32, I64, U32, U8] {
+        for text in texts {
+            let e = Expr::parse(text).map_err(|e| e.to_string())?;
+            let args: Vec<(&str, Arg)> =
+                e.names().into_iter().map(|n| (n, Arg::Tensor(t))).collect();
+            let c = match e.compile(&args, None) {
+                Ok(c) => c,
+                // An op the type does not have (`relu` of an unsigned type, …).
+                Err(Error::ExprType { .. }) => continue,
+                Err(err) => return Err(format!("{text} {t:?}: {err}")),
+            };
+            // Integer `/` is true division (f32 math over integer operands, an f32 output):
+            // operands of two element types, which the interpreter runs; compared all the
+            // same.
+            if one_kernel(c.program()).is_some() {
+                one_op += 1;
+            }
+            let types = [t; 3];
+            for (out_shape, in_shapes) in &layouts {
+                for shift in [0usize, 1] {
+                    let view = |shape: &[usize], offset: usize| {
+                        let strides = strided_apply::layout::contiguous_strides(shape)
+                            .ok_or("shape overflow")?;
+                        Layout::new(shape, &strides, offset).map_err(|e| e.to_string())
+                    };
+                    let ol = view(out_shape, 0)?;
+                    let ils: Vec<Layout> = (0..3)
+                        .map(|k| view(&in_shapes[k], usize::from(shift == 1 && k == 0)))
+                        .collect::<Result<_, _>>()?;
+                    twin_and_gpu_agree(gpu, &mut r, &c, &types, &ils, &ol).map_err(|d| {
+                        format!("`{text}` {t:?} out {out_shape:?} inputs {in_shapes:?} shift {shift}: {d}")
+                    })?;
+                    checked += 1;
+                }
+            }
+            // Transposed inputs (the tiled one-op kernel where it has one): `a`, then every
+            // input, read across its rows; whole and partial tiles, and a batch axis.
+            for shape in [vec![96usize, 64], vec![33, 70], vec![3, 40, 36]] {
+                let rank = shape.len();
+                let ol = Layout::contiguous(&shape).map_err(|e| e.to_string())?;
+                let mut swapped = shape.clone();
+                swapped.swap(rank - 2, rank - 1);
+                let across = Layout::contiguous(&swapped)
+                    .and_then(|l| l.transpose(rank - 2, rank - 1))
+                    .map_err(|e| e.to_string())?;
+                for all in [false, true] {
+                    let ils: Vec<Layout> = (0..3)
+                        .map(|q| {
+                            if q == 0 || all {
+                                across.clone()
+                            } else {
+                                ol.clone()
+                            }
+                        })
+                        .collect();
+                    twin_and_gpu_agree(gpu, &mut r, &c, &types, &ils, &ol).map_err(|d| {
+                        format!("`{text}` {t:?} {shape:?} transposed (all: {all}): {d}")
+                    })?;
+                    checked += 1;
+                }
+            }
+        }
+    }
+    if one_op < 60 {
+        return Err(format!("only {one_op} programs took a one-op kernel"));
+    }
+    Ok(format!(
+        "{checked} (one-op program, type, layout, alignment) cases bit-identical to the CPU twin ({one_op} programs)"
+    ))
+}
+
 /// Runs `c` (inputs `a`, `b`, `c`, … of `types` over the views `ils`, in the order of the
 /// alphabet, output `ol`) on the CPU twin and on the GPU from the same random words: the
 /// first difference as an error.

@@ -30,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 34] = [
+    let tests: [GpuTest; 35] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -103,6 +103,10 @@ fn main() {
         (
             "gpu_expr_tiled_kernels_match_cpu_twin",
             expr::tiled_kernels_match_cpu_twin,
+        ),
+        (
+            "gpu_expr_one_op_kernels_match_cpu_twin",
+            expr::one_op_kernels_match_cpu_twin,
         ),
         (
             "gpu_expr_wide_programs_match_cpu_twin",

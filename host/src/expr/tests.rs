@@ -2838,3 +2838,73 @@ fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
     assert_eq!(of("a + b", I32), None);
     assert_eq!(of("a + b", U8), None);
 }
+
+#[test]
+fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
+    use strided_apply_expr::kernel::{one_kernel, one_op, one_tiled_name};
+    let compiled = |text: &str, types: &[ElemType], out: Option<ElemType>| {
+        let e = parse(text);
+        let names: Vec<(&str, ElemType)> =
+            e.names().into_iter().zip(types.iter().copied()).collect();
+        e.compile(&tensors(&names), out).unwrap()
+    };
+    let of = |text: &str, t: ElemType| one_kernel(compiled(text, &[t, t, t], None).program());
+    // One 16-byte vector of the widest operand per thread.
+    assert_eq!(of("a + b", F32), Some(("expr_fo_k4", 4)));
+    assert_eq!(
+        of("a + b", BF16),
+        Some(("expr_fo_k8", 8)),
+        "f32 math, 2-byte operands"
+    );
+    assert_eq!(of("a + b", F16), Some(("expr_fo_k8", 8)));
+    assert_eq!(of("a + b", U8), Some(("expr_bo_k16", 16)));
+    assert_eq!(of("a - b", I32), Some(("expr_io_k4", 4)));
+    assert_eq!(of("a * b", U32), Some(("expr_uo_k4", 4)));
+    assert_eq!(of("a / b", F64), Some(("expr_do_k2", 2)));
+    assert_eq!(of("max(a, b)", I64), Some(("expr_lo_k2", 2)));
+    // Unary, constants after the inputs, ternary.
+    for text in [
+        "-a",
+        "abs(a)",
+        "relu(a)",
+        "a * 2.5",
+        "a / 3",
+        "min(a, 0)",
+        "clamp(a, 0, 6)",
+        "clamp(a, b, 6)",
+        "fma(a, b, c)",
+        "fma(a, b, 1)",
+    ] {
+        assert_eq!(of(text, F32), Some(("expr_fo_k4", 4)), "{text}");
+    }
+    // Operands of two element types: one op, but the interpreter's kernels run it (each
+    // arm of the one-op kernels' dispatch is one element type).
+    let mixed = compiled("a + b", &[BF16, BF16], Some(F32));
+    assert_eq!(
+        one_op(mixed.program()),
+        Some(strided_apply_expr::ir::Opcode::Add)
+    );
+    assert_eq!(one_kernel(mixed.program()), None);
+    assert_eq!(one_tiled_name(mixed.program()), None);
+    // The tiled one-op kernel: f32 math over one element type.
+    let tiled =
+        |text: &str, t: ElemType| one_tiled_name(compiled(text, &[t, t, t], None).program());
+    assert_eq!(tiled("a + b", F32), Some("expr_fo_tile"));
+    assert_eq!(tiled("clamp(a, 0, 6)", BF16), Some("expr_fo_tile"));
+    assert_eq!(tiled("a + b", F64), None);
+    assert_eq!(tiled("a * b + c", F32), None);
+    // Not one op (or not in the kernels' order): the interpreter runs them.
+    for text in [
+        "2 * a",
+        "a + a",
+        "b - a + 0",
+        "a + b * c",
+        "sin(a)",
+        "sqrt(a)",
+        "a ** b",
+        "where(a > b, a, b)",
+        "a",
+    ] {
+        assert_eq!(of(text, F32), None, "{text}");
+    }
+}
