@@ -2451,7 +2451,17 @@ fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
     let dense = l(&[70, 40], &[40, 1]);
     let transposed = l(&[70, 40], &[1, 70]);
     let t = tiles(&f32_add, [&dense, &dense, &transposed]).expect("b staged");
-    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_fs_tile", 4, 0b10));
+    // A one-op program of one element type: the tiled one-op kernel, the same layout, one
+    // block per tile; a program of more ops the interpreter's tiled kernel.
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_fo_tile", 4, 0b10));
+    assert!(t.block_per_tile);
+    let f32_two = compile("a * b + b", &tensors(&[("a", F32), ("b", F32)])).unwrap();
+    let two = tiles(&f32_two, [&dense, &dense, &transposed]).expect("b staged");
+    assert_eq!(
+        (two.name, two.lanes, two.arg.staged),
+        ("expr_fs_tile", 4, 0b10)
+    );
+    assert!(!two.block_per_tile);
     // Axis 0 is the output's unit axis (40 elements, 2 tiles), axis 1 b's (70, 3 tiles).
     assert_eq!((t.g.ndim, t.g.sizes), (2, [40, 70, 1, 1, 1]));
     assert_eq!(
