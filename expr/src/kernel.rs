@@ -1495,6 +1495,48 @@ mod device {
         w
     }
 
+    /// A one-op program's op code, read at constant offsets of the parameter (a run-time
+    /// index would copy it whole into a stack frame). Guards in sequence: exclusive arms
+    /// that differ in a constant index are merged by LLVM into one read at a run-time index.
+    #[inline(always)]
+    fn one_code(p: &Program) -> u8 {
+        let operands = (p.len as usize).wrapping_sub(1);
+        let mut op = p.instrs[3].op;
+        if operands == 1 {
+            op = p.instrs[1].op;
+        }
+        if operands == 2 {
+            op = p.instrs[2].op;
+        }
+        op
+    }
+
+    /// A one-op program's constant operands in `T` (operand `q` past the inputs; 0
+    /// elsewhere), read as [`one_code`] reads the op.
+    #[inline(always)]
+    fn one_consts<T: Math>(p: &Program) -> [T; ONE_OPERANDS] {
+        let n_in = p.n_inputs as usize;
+        let operands = (p.len as usize).wrapping_sub(1);
+        let konst = |q: usize| {
+            let arg = p.instrs[q].arg;
+            let mut bits = p.consts[2];
+            if arg == 0 {
+                bits = p.consts[0];
+            }
+            if arg == 1 {
+                bits = p.consts[1];
+            }
+            T::dec(bits)
+        };
+        core::array::from_fn(|q| {
+            if q >= n_in && q < operands {
+                konst(q)
+            } else {
+                T::dec(0)
+            }
+        })
+    }
+
     /// A one-op kernel's body ([`ONE_NAMES`](super::ONE_NAMES)): this thread's vector of `K`
     /// lanes, every operand of one element type ([`one_kernel`](super::one_kernel)) of
     /// `16 / K` bytes: the inputs loaded as packed 16-byte vectors, constants taken from
@@ -1523,39 +1565,11 @@ mod device {
         } else {
             coords_of(g, i, 2)
         };
-        let n_in = p.n_inputs as usize;
-        let operands = (p.len as usize).wrapping_sub(1);
-        // Every operand at constant offsets of the parameter (a run-time index would copy
-        // it whole into a stack frame). Guards in sequence: exclusive arms differing in a
-        // constant index are merged by LLVM into one read at a run-time index.
-        let konst = |q: usize| {
-            let arg = p.instrs[q].arg;
-            let mut bits = p.consts[2];
-            if arg == 0 {
-                bits = p.consts[0];
-            }
-            if arg == 1 {
-                bits = p.consts[1];
-            }
-            T::dec(bits)
-        };
-        let mut op = p.instrs[3].op;
-        if operands == 1 {
-            op = p.instrs[1].op;
-        }
-        if operands == 2 {
-            op = p.instrs[2].op;
-        }
+        let op = one_code(p);
         macro_rules! body {
             ($e:expr, $s:literal) => {
                 if K * $s == 16 && super::one_elem(T::CLASS, $e) {
-                    let k: [T; ONE_OPERANDS] = core::array::from_fn(|q| {
-                        if q >= n_in && q < operands {
-                            konst(q)
-                        } else {
-                            T::dec(0)
-                        }
-                    });
+                    let k = one_consts::<T>(p);
                     // SAFETY: forwarded; every operand is of element type `$e`.
                     unsafe { one_typed::<T, K, $s>($e, p, g, ptrs, c, n_live, &k, op) }
                 }
@@ -1719,6 +1733,38 @@ mod device {
         }
     }
 
+    /// Tile `b`'s origin along axes 0 and 1 and its batch index along axes 2–4 (the tiled
+    /// kernels' order: axis 0 fastest).
+    #[inline(always)]
+    fn tile_origin(t: &TileArg, b: u32) -> (u32, u32, [u32; 3]) {
+        let (r, x) = t.tiles_x.divmod(b);
+        let (r, y) = t.tiles_y.divmod(r);
+        let (r, c2) = t.batch[0].divmod(r);
+        let (c4, c3) = t.batch[1].divmod(r);
+        (x * super::TILE, y * super::TILE, [c2, c3, c4])
+    }
+
+    /// Operand `k`'s offsets of `K` lanes: element `(i, j)` of batch element `batch`, then
+    /// steps of `(di, dj)` (32-bit wrapping, as the planner proved every offset in 32 bits).
+    #[inline(always)]
+    fn tile_lanes<const K: usize>(
+        g: &Geometry<u32, 5, OPERANDS>,
+        k: usize,
+        (i, j): (u32, u32),
+        batch: &[u32; 3],
+        (di, dj): (u32, u32),
+    ) -> [isize; K] {
+        let s = &g.strides[k];
+        let o = i
+            .wrapping_mul(s[0])
+            .wrapping_add(j.wrapping_mul(s[1]))
+            .wrapping_add(batch[0].wrapping_mul(s[2]))
+            .wrapping_add(batch[1].wrapping_mul(s[3]))
+            .wrapping_add(batch[2].wrapping_mul(s[4]));
+        let step = di.wrapping_mul(s[0]).wrapping_add(dj.wrapping_mul(s[1]));
+        core::array::from_fn(|l| o.wrapping_add(step.wrapping_mul(l as u32)).signed())
+    }
+
     /// The tiled kernels' loop (the contract at [`TILED_NAMES`](super::TILED_NAMES)): `K`
     /// rows of the tile per thread and dispatch.
     #[inline(always)]
@@ -1747,26 +1793,14 @@ mod device {
         let (n0, n1) = (g.sizes[0], g.sizes[1]);
         let mut b = first;
         while b < tiles {
-            let (r, x) = t.tiles_x.divmod(b);
-            let (r, y) = t.tiles_y.divmod(r);
-            let (r, c2) = t.batch[0].divmod(r);
-            let (c4, c3) = t.batch[1].divmod(r);
-            let (x0, y0) = (x * TILE, y * TILE);
+            let (x0, y0, batch) = tile_origin(t, b);
             // A whole tile inside the plan: every lane live, no bounds to check.
             let full = x0 + TILE <= n0 && y0 + TILE <= n1;
             // Operand k's offsets of K lanes: element (x0 + i, y0 + j) of this tile's batch,
             // then steps of (di, dj) (32-bit wrapping, as the planner proved every offset
             // in 32 bits).
-            let lanes_at = |k: usize, (i, j): (u32, u32), (di, dj): (u32, u32)| -> [isize; K] {
-                let s = &g.strides[k];
-                let o = (x0 + i)
-                    .wrapping_mul(s[0])
-                    .wrapping_add((y0 + j).wrapping_mul(s[1]))
-                    .wrapping_add(c2.wrapping_mul(s[2]))
-                    .wrapping_add(c3.wrapping_mul(s[3]))
-                    .wrapping_add(c4.wrapping_mul(s[4]));
-                let step = di.wrapping_mul(s[0]).wrapping_add(dj.wrapping_mul(s[1]));
-                core::array::from_fn(|l| o.wrapping_add(step.wrapping_mul(l as u32)).signed())
+            let lanes_at = |k: usize, at: (u32, u32), step: (u32, u32)| {
+                tile_lanes::<K>(g, k, (x0 + at.0, y0 + at.1), &batch, step)
             };
             // Stage: thread (tx, ty) loads elements (ty + rows·l, tx) of each staged input,
             // consecutive threads along axis 1.
@@ -1844,34 +1878,8 @@ mod device {
         g: &Geometry<u32, 5, OPERANDS>,
         ptrs: &Pointers,
     ) {
-        let n_in = p.n_inputs as usize;
-        let operands = (p.len as usize).wrapping_sub(1);
-        // As in `one`: constant parameter offsets, guards in sequence.
-        let konst = |q: usize| {
-            let arg = p.instrs[q].arg;
-            let mut bits = p.consts[2];
-            if arg == 0 {
-                bits = p.consts[0];
-            }
-            if arg == 1 {
-                bits = p.consts[1];
-            }
-            T::dec(bits)
-        };
-        let mut op = p.instrs[3].op;
-        if operands == 1 {
-            op = p.instrs[1].op;
-        }
-        if operands == 2 {
-            op = p.instrs[2].op;
-        }
-        let k: [T; ONE_OPERANDS] = core::array::from_fn(|q| {
-            if q >= n_in && q < operands {
-                konst(q)
-            } else {
-                T::dec(0)
-            }
-        });
+        let op = one_code(p);
+        let k = one_consts::<T>(p);
         macro_rules! body {
             ($e:expr, $s:literal) => {
                 if $s <= core::mem::size_of::<R>() && super::one_elem(T::CLASS, $e) {
@@ -1912,22 +1920,10 @@ mod device {
         let (n0, n1) = (g.sizes[0], g.sizes[1]);
         let mut b = first;
         while b < tiles {
-            let (r, x) = t.tiles_x.divmod(b);
-            let (r, y) = t.tiles_y.divmod(r);
-            let (r, c2) = t.batch[0].divmod(r);
-            let (c4, c3) = t.batch[1].divmod(r);
-            let (x0, y0) = (x * TILE, y * TILE);
+            let (x0, y0, batch) = tile_origin(t, b);
             let full = x0 + TILE <= n0 && y0 + TILE <= n1;
-            let lanes_at = |q: usize, (i, j): (u32, u32), (di, dj): (u32, u32)| -> [isize; K] {
-                let s = &g.strides[q];
-                let o = (x0 + i)
-                    .wrapping_mul(s[0])
-                    .wrapping_add((y0 + j).wrapping_mul(s[1]))
-                    .wrapping_add(c2.wrapping_mul(s[2]))
-                    .wrapping_add(c3.wrapping_mul(s[3]))
-                    .wrapping_add(c4.wrapping_mul(s[4]));
-                let step = di.wrapping_mul(s[0]).wrapping_add(dj.wrapping_mul(s[1]));
-                core::array::from_fn(|l| o.wrapping_add(step.wrapping_mul(l as u32)).signed())
+            let lanes_at = |k: usize, at: (u32, u32), step: (u32, u32)| {
+                tile_lanes::<K>(g, k, (x0 + at.0, y0 + at.1), &batch, step)
             };
             // Every global load of the tile first, so all are in flight together (as the
             // library's tiled kernels): the staged inputs' elements (ty + rows·l, tx),
