@@ -390,13 +390,19 @@ pub const fn one_elem(class: Class, e: ElemType) -> bool {
     own || (matches!(class, Class::F32) && matches!(e, ElemType::F16 | ElemType::BF16))
 }
 
-/// The tiled one-op kernels (`expr_<class>o_tile`), by fast path: the tiled kernels'
-/// layout and contract ([`TILED_NAMES`]) for the programs of the one-op kernels.
-pub const ONE_TILED_NAMES: [Option<&str>; 6] = [Some("expr_fo_tile"), None, None, None, None, None];
+/// The tiled one-op kernels (`expr_<class>o_tile`) and their lanes, by fast path: the tiled
+/// kernels' layout and contract ([`TILED_NAMES`]) for the programs of the one-op kernels,
+/// with `lanes` rows of the tile per thread (blocks of `32 × TILE / lanes` threads). Eight
+/// where the interpreter's tiled kernel takes four: the one-op kernel holds 48 registers at
+/// four and 70 at eight, and the second loads twice the values per thread: measured on an
+/// H100, f32 `a + bᵀ` went from 0.91–0.94 of the specialised kernel to 1.00–1.01
+/// (`benches/NOTES.md`).
+pub const ONE_TILED: [Option<(&str, usize)>; 6] =
+    [Some(("expr_fo_tile", 8)), None, None, None, None, None];
 
-/// `p`'s tiled one-op kernel, where it has one ([`ONE_TILED_NAMES`]).
-pub fn one_tiled_name(p: &Program) -> Option<&'static str> {
-    ONE_TILED_NAMES[one_path(p)?]
+/// `p`'s tiled one-op kernel and its lanes, where it has one ([`ONE_TILED`]).
+pub fn one_tiled_kernel(p: &Program) -> Option<(&'static str, usize)> {
+    ONE_TILED[one_path(p)?]
 }
 
 /// Device addresses of the operands, the output first; unused entries are 0 and never read.
@@ -1863,13 +1869,13 @@ mod device {
         }
     }
 
-    /// A tiled one-op kernel's body ([`ONE_TILED_NAMES`](super::ONE_TILED_NAMES)): the
+    /// A tiled one-op kernel's body ([`ONE_TILED`](super::ONE_TILED)): the
     /// tiled kernels' tiles, staging and lanes ([`tiled`]), the op dispatched once per
     /// tile instead of an interpreter pass, every operand of one element type.
     ///
     /// # Safety
     /// The contract of [`TILED_NAMES`](super::TILED_NAMES); `p` is a program of
-    /// [`one_tiled_name`](super::one_tiled_name) for `T`'s math type.
+    /// [`one_tiled_kernel`](super::one_tiled_kernel) for `T`'s math type.
     #[inline(always)]
     unsafe fn one_tiled<T: Eval, R: Raw, const K: usize>(
         p: &Program,
@@ -1998,11 +2004,17 @@ mod device {
                         _ => [0u64; K],
                     }
                 };
-                (@ $name:ident $arity:tt) => {
-                    core::array::from_fn(|j| {
-                        narrow(T::CLASS, ops!(@@ $name $arity j).enc(), e)
-                    })
-                };
+                (@ $name:ident $arity:tt) => {{
+                    // Unrolled by lane: an `array::from_fn` here stays a call through
+                    // local memory in the PTX for the unary ops.
+                    let mut r = [0u64; K];
+                    each_lane!(|J| {
+                        if J < K {
+                            r[J] = narrow(T::CLASS, ops!(@@ $name $arity J).enc(), e);
+                        }
+                    });
+                    r
+                }};
                 (@@ $name:ident 1 $j:ident) => {
                     T::unary(Opcode::$name, x(0, $j))
                 };
@@ -2036,9 +2048,12 @@ mod device {
         ptrs: Pointers,
     ) {
         const _: () = assert!(matches!(super::FAST_PATHS[0], Class::F32));
-        const K: usize = super::TILE_LANES[0];
+        const K: usize = match super::ONE_TILED[0] {
+            Some((_, lanes)) => lanes,
+            None => panic!("expr_fo_tile is listed in ONE_TILED"),
+        };
         // SAFETY: the tiled kernels' contract; the host launches it only for a program of
-        // `one_tiled_name` of f32 math.
+        // `one_tiled_kernel` of f32 math, with its lanes.
         unsafe { one_tiled::<f32, u32, K>(&p, tiles, &t, &g, &ptrs) }
     }
 

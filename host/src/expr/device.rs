@@ -818,9 +818,11 @@ pub(crate) struct Tiled {
 /// an input (`launch::tile_axes`: an input whose unit-stride axis is not the output's).
 pub(crate) fn tiled_geometry<const N: usize>(p: &Program, plan: &Plan<N>) -> Option<Tiled> {
     // A one-op program of one element type: the tiled one-op kernel, same layout.
-    let one = kernel::one_tiled_name(p);
-    let name = one.or_else(|| kernel::tiled_name(p))?;
-    let lanes = kernel::tile_lanes(p)?;
+    let one = kernel::one_tiled_kernel(p);
+    let (name, lanes) = match one {
+        Some(kernel) => kernel,
+        None => (kernel::tiled_name(p)?, kernel::tile_lanes(p)?),
+    };
     let shared = kernel::tile_shared_bytes(p)?;
     let (g, staged) = crate::launch::tile_axes(plan)?;
     let mut out = Geometry::<u32, 5, OPERANDS>::empty();

@@ -2452,8 +2452,9 @@ fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
     let transposed = l(&[70, 40], &[1, 70]);
     let t = tiles(&f32_add, [&dense, &dense, &transposed]).expect("b staged");
     // A one-op program of one element type: the tiled one-op kernel, the same layout, one
-    // block per tile; a program of more ops the interpreter's tiled kernel.
-    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_fo_tile", 4, 0b10));
+    // block per tile, eight rows per thread; a program of more ops the interpreter's tiled
+    // kernel (four).
+    assert_eq!((t.name, t.lanes, t.arg.staged), ("expr_fo_tile", 8, 0b10));
     assert!(t.block_per_tile);
     let f32_two = compile("a * b + b", &tensors(&[("a", F32), ("b", F32)])).unwrap();
     let two = tiles(&f32_two, [&dense, &dense, &transposed]).expect("b staged");
@@ -2851,7 +2852,7 @@ fn the_cheap_kernel_takes_cheap_f32_programs_of_three_inputs() {
 
 #[test]
 fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
-    use strided_apply_expr::kernel::{one_kernel, one_op, one_tiled_name};
+    use strided_apply_expr::kernel::{one_kernel, one_op, one_tiled_kernel};
     let compiled = |text: &str, types: &[ElemType], out: Option<ElemType>| {
         let e = parse(text);
         let names: Vec<(&str, ElemType)> =
@@ -2895,12 +2896,12 @@ fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
         Some(strided_apply_expr::ir::Opcode::Add)
     );
     assert_eq!(one_kernel(mixed.program()), None);
-    assert_eq!(one_tiled_name(mixed.program()), None);
+    assert_eq!(one_tiled_kernel(mixed.program()), None);
     // The tiled one-op kernel: f32 math over one element type.
     let tiled =
-        |text: &str, t: ElemType| one_tiled_name(compiled(text, &[t, t, t], None).program());
-    assert_eq!(tiled("a + b", F32), Some("expr_fo_tile"));
-    assert_eq!(tiled("clamp(a, 0, 6)", BF16), Some("expr_fo_tile"));
+        |text: &str, t: ElemType| one_tiled_kernel(compiled(text, &[t, t, t], None).program());
+    assert_eq!(tiled("a + b", F32), Some(("expr_fo_tile", 8)));
+    assert_eq!(tiled("clamp(a, 0, 6)", BF16), Some(("expr_fo_tile", 8)));
     assert_eq!(tiled("a + b", F64), None);
     assert_eq!(tiled("a * b + c", F32), None);
     // Not one op (or not in the kernels' order): the interpreter runs them.
