@@ -27,6 +27,15 @@
 //! - **What exists** is listed by [`instances`] (every `kernels!` line of every kernel crate
 //!   linked in: op id, element types output first, module and family). An op id or a type
 //!   combination that is not instantiated is a typed error that lists what is.
+//! - **Other type combinations run as programs.** An elementwise op id of the library's
+//!   list ([`program_ops`]: `add`, `sub`, …, `sqrt`, `where`, `clamp`, `axpy`, …) over
+//!   element types no kernel is instantiated for (`add` of `bf16` and `f64` into `f64`,
+//!   `sqrt` of `i32` into `f32`, `lt` of `u8` and `f16`) compiles the op's expression for
+//!   those types and runs it on the expression interpreter, on the GPU and in the CPU twin
+//!   ([`expr`](crate::expr)): the operands promote as `torch.result_type`
+//!   ([`promote_types`](crate::expr::promote_types); scalars are weak, as Python numbers),
+//!   and the result rounds once to the output's type. [`DynOp::instance`] is `None` for
+//!   such an op; [`output_type`] gives the promoted default output type.
 //! - **Op ids** are the first name part of the `kernels!` line (`docs/frameworks.md`,
 //!   "Run-time dispatch"). Ops with scalars (`add_s`, `clamp`, `fill`, `axpy`, …) take them as
 //!   [`Scalar`]s, converted to the op's element type (floats round, integers must be exact).
@@ -35,6 +44,7 @@
 //!   Neither allocates.
 
 use crate::error::{Error, Result};
+use crate::expr::Compiled;
 use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::operand::{launch_raw, HostOperands, RawTensor, OPERANDS};
@@ -157,18 +167,145 @@ fn find_indexed(op: &str, key: Option<TypesKey>, types: &[ElemType]) -> Result<&
     }
 }
 
-/// An op chosen at run time: its instantiated family and its op value, found and built once.
-#[derive(Clone, Copy, Debug)]
+mod programs;
+
+/// The op ids that run as expression programs over element types no kernel is
+/// instantiated for (the module docs' "Other type combinations run as programs").
+pub fn program_ops() -> impl Iterator<Item = &'static str> {
+    programs::OPS.iter().map(|p| p.op)
+}
+
+/// The output type of op `op` over `inputs` (with `scalars`) when none is asked for: for an
+/// op with an expression ([`program_ops`]) its type, as `torch.result_type` gives it (the
+/// promoted type, scalars weak; `bool` for a comparison; the default float, `f32`, for a
+/// float op of integers); for another op, the one output type of the families that take
+/// these inputs.
+pub fn output_type(op: &str, inputs: &[ElemType], scalars: &[Scalar]) -> Result<ElemType> {
+    if let Some(p) = programs::find(op) {
+        return Ok(ProgramOp::compile(p, inputs, None, scalars)?.compiled.out());
+    }
+    let mut outs: Vec<ElemType> = INSTANCES
+        .iter()
+        .filter(|i| i.op() == op && &i.types[1..] == inputs)
+        .map(|i| i.types[0])
+        .collect();
+    outs.sort_unstable_by_key(|&t| t as u8);
+    outs.dedup();
+    match outs[..] {
+        [one] => Ok(one),
+        [] => Err(match find_indexed(op, None, inputs) {
+            Err(Error::NotInstantiated { op, available, .. }) => Error::NotInstantiated {
+                op,
+                types: format!("inputs {}", type_list(inputs)),
+                available,
+            },
+            Err(e) => e,
+            Ok(i) => return Ok(i.types[0]),
+        }),
+        _ => Err(Error::OutputTypeAmbiguous {
+            op: op.to_string(),
+            inputs: type_list(inputs),
+            outputs: type_list(&outs),
+        }),
+    }
+}
+
+/// An op chosen at run time: its instantiated family and its op value, found and built once,
+/// or the op's expression program compiled for its types.
+#[derive(Clone, Debug)]
 pub struct DynOp {
-    instance: &'static Instance,
-    value: OpValue,
+    kind: Kind,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Kernel {
+        instance: &'static Instance,
+        value: OpValue,
+    },
+    Program(Box<ProgramOp>),
+}
+
+/// An op id's expression compiled for one type combination, its scalars bound.
+#[derive(Clone, Debug)]
+struct ProgramOp {
+    op: &'static str,
+    compiled: Compiled,
+    /// Its scalars' values by name.
+    scalars: Vec<(&'static str, Scalar)>,
+    /// For each input of the program (in the program's order), the op's operand it is.
+    order: Vec<usize>,
+    /// The op's input count.
+    inputs: usize,
+}
+
+impl ProgramOp {
+    /// `p` compiled for `inputs` (the output `out`, or the expression's own type) and bound
+    /// to `scalars`.
+    fn compile(
+        p: &'static programs::OpProgram,
+        inputs: &[ElemType],
+        out: Option<ElemType>,
+        scalars: &[Scalar],
+    ) -> Result<ProgramOp> {
+        if inputs.len() != p.inputs {
+            return Err(Error::InputCount {
+                op: p.op,
+                expected: p.inputs,
+                got: inputs.len(),
+            });
+        }
+        if scalars.len() != p.scalars {
+            return Err(Error::BadScalars {
+                op: p.op,
+                types: type_list(inputs),
+                expected: format!("{} scalar(s)", p.scalars),
+                got: format!("{scalars:?}"),
+            });
+        }
+        let compiled = (p.expr)().compile(&programs::args(inputs, scalars), out)?;
+        let named: Vec<(&'static str, Scalar)> = programs::SCALARS
+            .iter()
+            .copied()
+            .zip(scalars.iter().copied())
+            .collect();
+        // Scalars that do not convert (an integer out of its type's range) fail here, once.
+        compiled.bind(&named)?;
+        let order = compiled
+            .inputs()
+            .iter()
+            .map(|n| programs::INPUTS.iter().position(|m| m == n).unwrap_or(0))
+            .collect();
+        Ok(ProgramOp {
+            op: p.op,
+            compiled,
+            scalars: named,
+            order,
+            inputs: p.inputs,
+        })
+    }
+
+    /// The op's inputs in the program's order.
+    fn ordered<T: Copy>(&self, inputs: &[T]) -> Vec<T> {
+        self.order.iter().map(|&k| inputs[k]).collect()
+    }
 }
 
 impl DynOp {
     /// Op `op` over element types `types` (output first, one per operand), with its
-    /// scalars (none for most ops).
+    /// scalars (none for most ops). Where no kernel is instantiated for `types` and the op
+    /// has an expression ([`program_ops`]), its program compiled for them.
     pub fn new(op: &str, types: &[ElemType], scalars: &[Scalar]) -> Result<DynOp> {
-        let instance = find(op, types)?;
+        let instance = match find(op, types) {
+            Ok(instance) => instance,
+            Err(e @ (Error::NotInstantiated { .. } | Error::UnknownOp { .. })) => {
+                if programs::find(op).is_none() || types.is_empty() {
+                    return Err(e);
+                }
+                return DynOp::new_program(op, types, scalars);
+            }
+            Err(e) => return Err(e),
+        };
         let Some(builder) = (instance.builder)() else {
             return Err(Error::OpNotBuildable {
                 op: instance.op(),
@@ -181,19 +318,72 @@ impl DynOp {
             expected: format!("[{}]", builder.scalars.join(", ")),
             got: format!("{scalars:?}"),
         })?;
-        Ok(DynOp { instance, value })
+        Ok(DynOp {
+            kind: Kind::Kernel { instance, value },
+        })
     }
 
-    /// The family this op launches.
-    pub fn instance(&self) -> &'static Instance {
-        self.instance
+    /// Op `op`'s expression program compiled for `types` (output first), even where a
+    /// kernel is instantiated for them: to compare the two, or to run the op without its
+    /// kernels. An error for an op id with no program ([`program_ops`]).
+    pub fn new_program(op: &str, types: &[ElemType], scalars: &[Scalar]) -> Result<DynOp> {
+        let Some(p) = programs::find(op) else {
+            return Err(Error::UnknownOp {
+                op: op.to_string(),
+                known: programs::OPS
+                    .iter()
+                    .map(|p| p.op)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            });
+        };
+        let Some((&out, inputs)) = types.split_first() else {
+            return Err(Error::InputCount {
+                op: p.op,
+                expected: p.inputs,
+                got: 0,
+            });
+        };
+        let program = ProgramOp::compile(p, inputs, Some(out), scalars)?;
+        Ok(DynOp {
+            kind: Kind::Program(Box::new(program)),
+        })
+    }
+
+    /// The family this op launches; `None` for an op that runs as a program.
+    pub fn instance(&self) -> Option<&'static Instance> {
+        match &self.kind {
+            Kind::Kernel { instance, .. } => Some(instance),
+            Kind::Program(_) => None,
+        }
+    }
+
+    /// The compiled expression of an op that runs as a program ([`program_ops`]).
+    pub fn program(&self) -> Option<&Compiled> {
+        match &self.kind {
+            Kind::Kernel { .. } => None,
+            Kind::Program(p) => Some(&p.compiled),
+        }
+    }
+
+    /// The kernel family's element types, output first (empty for a program: only
+    /// kernels reach the loops that read them).
+    fn types(&self) -> &'static [ElemType] {
+        match &self.kind {
+            Kind::Kernel { instance, .. } => instance.types,
+            Kind::Program(_) => &[],
+        }
     }
 
     fn check_count(&self, inputs: usize) -> Result<()> {
-        if inputs != self.instance.inputs() {
+        let (op, expected) = match &self.kind {
+            Kind::Kernel { instance, .. } => (instance.op(), instance.inputs()),
+            Kind::Program(p) => (p.op, p.inputs),
+        };
+        if inputs != expected {
             return Err(Error::InputCount {
-                op: self.instance.op(),
-                expected: self.instance.inputs(),
+                op,
+                expected,
                 got: inputs,
             });
         }
@@ -216,6 +406,13 @@ impl DynOp {
         inputs: &[RawTensor<'_>],
     ) -> Result<()> {
         self.check_count(inputs.len())?;
+        if let Kind::Program(p) = &self.kind {
+            // SAFETY: forwarded contract.
+            return unsafe {
+                p.compiled
+                    .launch(gpu, stream, out, &p.ordered(inputs), &p.scalars)
+            };
+        }
         let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
         // SAFETY: forwarded contract.
         unsafe {
@@ -237,10 +434,13 @@ impl DynOp {
         stream: CUstream,
         t: [RawTensor<'_>; N],
     ) -> Result<()> {
-        let (names, types) = (&self.instance.names, self.instance.types);
+        let Kind::Kernel { instance, value } = &self.kind else {
+            unreachable!("programs launch in `launch`")
+        };
+        let (names, types) = (&instance.names, instance.types);
         // SAFETY: the caller vouches for the memory; the op value was built by this
         // instance's builder, so it is the `OpArg` its kernels take.
-        unsafe { launch_raw(gpu, stream, names, self.value.as_ptr().cast(), types, t) }
+        unsafe { launch_raw(gpu, stream, names, value.as_ptr().cast(), types, t) }
     }
 
     /// The CPU twin over raw host pointers, for callers that hold addresses rather than
@@ -254,6 +454,10 @@ impl DynOp {
     /// else accesses the output's elements during the call.
     pub unsafe fn run_cpu_raw(&self, out: RawTensor<'_>, inputs: &[RawTensor<'_>]) -> Result<()> {
         self.check_count(inputs.len())?;
+        if let Kind::Program(p) = &self.kind {
+            // SAFETY: forwarded contract.
+            return unsafe { p.compiled.run_cpu_raw(out, &p.ordered(inputs), &p.scalars) };
+        }
         // SAFETY: forwarded contract.
         unsafe {
             match *inputs {
@@ -271,7 +475,7 @@ impl DynOp {
     unsafe fn run_raw_n<const N: usize>(&self, t: [RawTensor<'_>; N]) -> Result<()> {
         // SAFETY: forwarded contract.
         let names = std::array::from_fn(|k| OPERANDS[k]);
-        let host = unsafe { HostOperands::new(self.instance.types, &t, names)? };
+        let host = unsafe { HostOperands::new(self.types(), &t, names)? };
         let layouts: [&Layout; N] = std::array::from_fn(|k| &host.layouts[k]);
         // SAFETY: the caller's contract for every address; inputs that shared bytes with the
         // output now point into private copies with the same relative layout.
@@ -282,6 +486,9 @@ impl DynOp {
     /// the same op code.
     pub fn run_cpu(&self, out: HostTensorMut<'_>, inputs: &[HostTensor<'_>]) -> Result<()> {
         self.check_count(inputs.len())?;
+        if let Kind::Program(p) = &self.kind {
+            return p.compiled.run_cpu(out, &p.ordered(inputs), &p.scalars);
+        }
         match inputs.len() {
             0 => self.run_n::<1>(out, inputs),
             1 => self.run_n::<2>(out, inputs),
@@ -297,7 +504,7 @@ impl DynOp {
         out: HostTensorMut<'_>,
         inputs: &[HostTensor<'_>],
     ) -> Result<()> {
-        let types = self.instance.types;
+        let types = self.types();
         out.as_ref().check(OPERANDS[0], types[0])?;
         for (k, t) in inputs.iter().enumerate() {
             t.check(OPERANDS[k + 1], types[k + 1])?;
@@ -332,9 +539,12 @@ impl DynOp {
         layouts: [&Layout; N],
         data: [*mut u8; N],
     ) -> Result<()> {
-        let types = self.instance.types;
+        let Kind::Kernel { instance, value } = &self.kind else {
+            unreachable!("programs run in `run_cpu` and `run_cpu_raw`")
+        };
+        let types = instance.types;
         let sizes: [usize; N] = std::array::from_fn(|k| types[k].size());
-        let (row, value) = (self.instance.row, self.value);
+        let (row, value) = (instance.row, *value);
         // SAFETY: forwarded contract.
         unsafe {
             run_layouts(
@@ -525,13 +735,15 @@ mod tests {
         let err = |r: Result<DynOp>| r.expect_err("must fail").to_string();
         let e = err(DynOp::new("plus", &[F32, F32, F32], &[]));
         assert!(e.contains("`plus`") && e.contains("add"), "{e}");
-        let e = err(DynOp::new("add", &[F32, F32, I32], &[]));
+        // An in-place op has no program: other types stay an error that lists what exists.
+        let e = err(DynOp::new("add_assign", &[F32, I32], &[]));
         assert!(
-            e.contains("(f32, f32, i32)") && e.contains("(f32, f32, f32)"),
+            e.contains("(f32, i32)") && e.contains("(f32, f32)") && e.contains("not instantiated"),
             "{e}"
         );
+        // `add` of other types runs as a program, which checks the input count.
         let e = err(DynOp::new("add", &[F32, F32], &[]));
-        assert!(e.contains("not instantiated"), "{e}");
+        assert!(e.contains("`add`") && e.contains("2 input"), "{e}");
         let e = err(DynOp::new("add_s", &[U8, U8], &[Scalar::I64(300)]));
         assert!(e.contains("[scalar]") && e.contains("300"), "{e}");
         let e = err(DynOp::new("clamp", &[F32, F32], &[Scalar::F64(0.0)]));
@@ -601,6 +813,219 @@ mod tests {
             ],
         )
         .unwrap();
+    }
+
+    /// `op` over `types` (output first) on the CPU twin, contiguous inputs of `len`
+    /// elements from `data` (bytes per input).
+    fn run_twin(op: &DynOp, types: &[ElemType], data: &[Vec<u8>], len: usize) -> Result<Vec<u8>> {
+        let l = Layout::contiguous(&[len]).unwrap();
+        let mut out = vec![0u8; len * types[0].size()];
+        let ins: Vec<HostTensor<'_>> = data
+            .iter()
+            .zip(&types[1..])
+            .map(|(d, &t)| HostTensor::new(d, t, &l))
+            .collect();
+        op.run_cpu(HostTensorMut::new(&mut out, types[0], &l), &ins)?;
+        Ok(out)
+    }
+
+    #[test]
+    fn other_type_combinations_run_as_programs() {
+        let half = |v: &[f32]| {
+            bytes(
+                &v.iter()
+                    .map(|&x| crate::f16::from_f32(x))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let brain = |v: &[f32]| {
+            bytes(
+                &v.iter()
+                    .map(|&x| crate::bf16::from_f32(x))
+                    .collect::<Vec<_>>(),
+            )
+        };
+        // bf16 + f64 into f64: promoted to f64 (bf16 widens exactly).
+        let add = DynOp::new("add", &[F64, BF16, F64], &[]).unwrap();
+        assert!(add.instance().is_none() && add.program().is_some());
+        let got = run_twin(
+            &add,
+            &[F64, BF16, F64],
+            &[brain(&[1.5, -3.0]), bytes(&[0.1f64, 1e300])],
+            2,
+        )
+        .unwrap();
+        assert_eq!(
+            bytemuck::cast_slice::<u8, f64>(&got),
+            [1.5 + 0.1, -3.0 + 1e300]
+        );
+        // sqrt of i32 into f32 (an integer input of a float op: the default float).
+        let sqrt = DynOp::new("sqrt", &[F32, I32], &[]).unwrap();
+        let got = run_twin(&sqrt, &[F32, I32], &[bytes(&[4i32, 2, -1])], 3).unwrap();
+        let got = bytemuck::cast_slice::<u8, f32>(&got);
+        assert_eq!((got[0], got[1]), (2.0, 2.0f32.sqrt()));
+        assert!(got[2].is_nan());
+        // A comparison of u8 with f16, into bool.
+        let lt = DynOp::new("lt", &[Bool, U8, F16], &[]).unwrap();
+        let got = run_twin(
+            &lt,
+            &[Bool, U8, F16],
+            &[vec![1, 200, 3], half(&[1.5, 199.0, 3.0])],
+            3,
+        )
+        .unwrap();
+        assert_eq!(got, [1, 0, 0]);
+        // Operands in the op's order though the expression reads `c` before `b`:
+        // lerp(a, b, w) = a + w * (b - a), f32 and f16 into f64.
+        let lerp = DynOp::new("lerp", &[F64, F32, F16, F64], &[]).unwrap();
+        let got = run_twin(
+            &lerp,
+            &[F64, F32, F16, F64],
+            &[
+                bytes(&[1.0f32, 10.0]),
+                half(&[3.0, 20.0]),
+                bytes(&[0.5f64, 0.25]),
+            ],
+            2,
+        )
+        .unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f64>(&got), [2.0, 12.5]);
+        // Scalars: clamp of f16 into f32; `add_s` of an i32 tensor and a float scalar
+        // (weak: f32) into f32.
+        let clamp = DynOp::new("clamp", &[F32, F16], &[Scalar::F64(-1.0), Scalar::I64(2)]).unwrap();
+        let got = run_twin(&clamp, &[F32, F16], &[half(&[-5.0, 0.5, 7.0])], 3).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&got), [-1.0, 0.5, 2.0]);
+        let add_s = DynOp::new("add_s", &[F32, I32], &[Scalar::F64(0.5)]).unwrap();
+        let got = run_twin(&add_s, &[F32, I32], &[bytes(&[1i32, -4])], 2).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&got), [1.5, -3.5]);
+        // The scalar count and an integer scalar that does not fit are typed errors.
+        let e = DynOp::new("clamp", &[F32, F16], &[Scalar::F64(0.0)]).unwrap_err();
+        assert!(matches!(e, Error::BadScalars { op: "clamp", .. }), "{e}");
+        let e = DynOp::new("add_s", &[U32, U8], &[Scalar::I64(-300)]).unwrap_err();
+        assert!(
+            e.to_string().contains("-300") || e.to_string().contains("s0"),
+            "{e}"
+        );
+        // Instantiated combinations keep their kernels.
+        assert!(DynOp::new("add", &[F32, F32, F32], &[])
+            .unwrap()
+            .instance()
+            .is_some());
+    }
+
+    #[test]
+    fn output_types_follow_the_kernels_then_promotion() {
+        let out = |op: &str, inputs: &[ElemType], s: &[Scalar]| output_type(op, inputs, s).unwrap();
+        assert_eq!(out("add", &[F32, F32], &[]), F32);
+        assert_eq!(out("add", &[BF16, F64], &[]), F64);
+        assert_eq!(out("add", &[I32, F16], &[]), F16);
+        assert_eq!(out("add", &[U8, I32], &[]), I32);
+        assert_eq!(out("eq", &[U8, F16], &[]), Bool);
+        assert_eq!(out("sqrt", &[I64], &[]), F32);
+        assert_eq!(out("mul_s", &[I32], &[Scalar::F64(2.5)]), F32);
+        assert_eq!(out("mul_s", &[U8], &[Scalar::I64(2)]), U8);
+        assert_eq!(out("where", &[Bool, F16, BF16], &[]), F32);
+        assert_eq!(out("add_assign", &[I32], &[]), I32);
+        let e = output_type("add_assign", &[I32, I32], &[]).unwrap_err();
+        assert!(e.to_string().contains("inputs (i32, i32)"), "{e}");
+        let e = output_type("cast", &[F32], &[]).unwrap_err();
+        assert!(matches!(e, Error::OutputTypeAmbiguous { .. }), "{e}");
+    }
+
+    #[test]
+    fn programs_give_the_kernels_bits_on_the_twin() {
+        // Every op with a program, over each instantiated combination of its kernels: the
+        // program on the CPU twin gives the kernel's bits (one interpreter and op code).
+        let mut rng = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            rng
+        };
+        let len = 67;
+        let mut checked = 0;
+        for inst in instances() {
+            let Some(p) = programs::find(inst.op()) else {
+                continue;
+            };
+            if inst.types.len() != p.inputs + 1 {
+                continue;
+            }
+            let scalars: Vec<Scalar> = (0..p.scalars)
+                .map(|k| {
+                    if k == 0 {
+                        Scalar::I64(2)
+                    } else {
+                        Scalar::I64(5)
+                    }
+                })
+                .collect();
+            let data: Vec<Vec<u8>> = inst.types[1..]
+                .iter()
+                .map(|t| {
+                    (0..len)
+                        .flat_map(|_| {
+                            let v = next();
+                            // Small values of every type (exact in each), some negative.
+                            let x = (v % 17) as i64 - 8;
+                            let f = x as f64 * 0.75;
+                            match t {
+                                F32 => (f as f32).to_le_bytes().to_vec(),
+                                F64 => f.to_le_bytes().to_vec(),
+                                F16 => crate::f16::from_f64(f).to_le_bytes().to_vec(),
+                                BF16 => crate::bf16::from_f64(f).to_le_bytes().to_vec(),
+                                I32 => (x as i32).to_le_bytes().to_vec(),
+                                I64 => x.to_le_bytes().to_vec(),
+                                U32 => (x.unsigned_abs() as u32).to_le_bytes().to_vec(),
+                                U8 => vec![x.unsigned_abs() as u8],
+                                Bool => vec![(v >> 9) as u8 & 1],
+                                other => panic!("no test values for {other:?}"),
+                            }
+                        })
+                        .collect()
+                })
+                .collect();
+            let kernel = DynOp::new(inst.op(), inst.types, &scalars).unwrap();
+            let program = DynOp::new_program(inst.op(), inst.types, &scalars)
+                .unwrap_or_else(|e| panic!("{} {:?}: {e}", inst.op(), inst.types));
+            let want = run_twin(&kernel, inst.types, &data, len).unwrap();
+            let got = run_twin(&program, inst.types, &data, len).unwrap();
+            let same = if matches!(inst.types[0], F32 | F64 | F16 | BF16) {
+                // NaN payloads may differ; every NaN counts as one value.
+                let size = inst.types[0].size();
+                want.chunks(size).zip(got.chunks(size)).all(|(w, g)| {
+                    w == g || {
+                        let nan = |b: &[u8]| match size {
+                            2 if inst.types[0] == F16 => {
+                                crate::f16::from_le_bytes([b[0], b[1]]).is_nan()
+                            }
+                            2 => crate::bf16::from_le_bytes([b[0], b[1]]).is_nan(),
+                            4 => f32::from_le_bytes(b.try_into().unwrap()).is_nan(),
+                            _ => f64::from_le_bytes(b.try_into().unwrap()).is_nan(),
+                        };
+                        nan(w) && nan(g)
+                    }
+                })
+            } else {
+                want == got
+            };
+            assert!(
+                same,
+                "{} {:?}: program {got:?} kernel {want:?}",
+                inst.op(),
+                inst.types
+            );
+            checked += 1;
+        }
+        assert!(checked >= 300, "{checked} combinations");
+        // Every program is of an op id with kernels, with their operand and scalar counts.
+        for p in programs::OPS {
+            let inst = instances().find(|i| i.op() == p.op);
+            let inst = inst.unwrap_or_else(|| panic!("`{}` has no family", p.op));
+            let scalars = (inst.builder)().map_or(0, |b| b.scalars.len());
+            assert_eq!((inst.inputs(), scalars), (p.inputs, p.scalars), "{}", p.op);
+        }
     }
 
     #[test]

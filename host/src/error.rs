@@ -152,6 +152,14 @@ pub enum Error {
         types: String,
         available: String,
     },
+    #[error(
+        "op `{op}` has several output types for inputs {inputs} ({outputs}): name the output type"
+    )]
+    OutputTypeAmbiguous {
+        op: String,
+        inputs: String,
+        outputs: String,
+    },
     #[error("op `{op}` over {types} is instantiated by several kernel crates ({modules}); give their ops distinct ids")]
     AmbiguousOp {
         op: String,

@@ -67,17 +67,22 @@ pub(crate) fn op_info(op: &str) -> PyResult<&'static OpInfo> {
     })
 }
 
-/// The output type when `out` is omitted: `dtype=`, else the op's one output type for these
-/// input types.
+/// The output type when `out` is omitted: `dtype=`, else for an op with an expression
+/// (`dispatch::program_ops`) its promoted type (`torch.result_type`, scalars weak), else the
+/// op's one output type for these input types.
 fn output_type(
     py: Python<'_>,
     op: &str,
     info: &OpInfo,
     inputs: &[ElemType],
+    scalars: &[Scalar],
     dtype: Option<&Bound<'_, PyAny>>,
 ) -> PyResult<ElemType> {
     if let Some(d) = dtype {
         return dtype_arg(py, d);
+    }
+    if dispatch::program_ops().any(|p| p == op) {
+        return dispatch::output_type(op, inputs, scalars).py();
     }
     let mut outs: Vec<ElemType> = info
         .instances
@@ -184,7 +189,7 @@ fn call<'py>(
     let ops = operands(py, op, named_inputs(inputs), out, stream)?;
     let call = ops.output_or_new(py, |ins| {
         let in_types: Vec<ElemType> = ins.iter().map(|o| o.elem.unwrap_or(ElemType::U8)).collect();
-        let elem = output_type(py, op, info, &in_types, dtype)?;
+        let elem = output_type(py, op, info, &in_types, scalars, dtype)?;
         Ok((broadcast_shape(ins)?, elem))
     })?;
     let dyn_op = DynOp::new(op, &types_of(&call.out, &call.inputs), scalars).py()?;

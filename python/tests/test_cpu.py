@@ -603,27 +603,49 @@ def test_complex_dtype(which):
     u.check()
 
 
-@pytest.mark.parametrize(
-    "call",
-    [
-        lambda out: sa.add(np.zeros((3, 5), np.int32), np.zeros((3, 5), np.float32), out=out),
-        lambda out: sa.sqrt(np.zeros((3, 5), np.int32), out=out),
-        lambda out: sa.add(_f32(), _f32(), out=out),
-    ],
-    ids=["mixed_int_float", "sqrt_int", "out_f64_for_f32"],
-)
-def test_type_combination_not_instantiated(call):
+def test_other_type_combinations_run_as_programs():
+    # No kernel is instantiated for these element types: the op's expression program runs,
+    # promoted as torch.result_type, rounded once to the output.
+    i32 = np.arange(15, dtype=np.int32).reshape(3, 5) - 7
+    f32 = _f32() * 0.5
+    out = np.full((3, 5), 5.0, np.float64)
+    sa.add(i32, f32, out=out)
+    np.testing.assert_array_equal(out, (i32.astype(np.float32) + f32).astype(np.float64))
+    sa.sqrt(np.abs(i32), out=out)
+    np.testing.assert_array_equal(out, np.sqrt(np.abs(i32).astype(np.float32)).astype(np.float64))
+    sa.add(f32, f32, out=out)
+    np.testing.assert_array_equal(out, (f32 + f32).astype(np.float64))
+    # Without out=: the promoted type (an int tensor with a float one, a float op of
+    # integers, a weak float scalar with an int tensor).
+    got = sa.add(i32, f32)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, i32.astype(np.float32) + f32)
+    assert sa.sqrt(np.abs(i32)).dtype == np.float32
+    got = sa.mul_s(i32, 2.5)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, i32.astype(np.float32) * np.float32(2.5))
+    got = sa.where(i32 > 0, f32.astype(np.float16), f32)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, np.where(i32 > 0, f32.astype(np.float16).astype(np.float32), f32))
+    got = sa.lt(i32.astype(np.uint8), f32.astype(np.float16))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, i32.astype(np.uint8).astype(np.float32) < f32.astype(np.float16).astype(np.float32))
+
+
+def test_type_combination_not_instantiated():
+    # In-place ops have no program: other types stay an error; nothing is written.
     out = np.full((3, 5), 5.0, np.float64)
     u = Untouched(out)
     with pytest.raises(sa.DtypeError):
-        call(out)
+        sa.add_assign(np.zeros((3, 5), np.int32), out=out)
     u.check()
 
 
-def test_ambiguous_output_dtype():
+def test_promoted_output_dtype():
     a16, b32 = _f32().astype(np.float16), _f32()
-    with pytest.raises(sa.OpError):
-        sa.add(a16, b32)
+    got = sa.add(a16, b32)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got, a16.astype(np.float32) + b32)
     with pytest.raises(sa.OpError):
         sa.cast(np.zeros(3, np.int32))
 

@@ -898,3 +898,28 @@ def test_negative_bit_view_is_refused():
         sa.neg(a, out=torch._neg_view(out))
     assert _names(str(e.value), "out"), str(e.value)
     assert same()
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_other_type_combinations_promote_as_torch(device):
+    # Element types no kernel is instantiated for run as the op's program, promoted as
+    # torch.result_type and rounded once: torch's own result, bit for bit, for exact ops.
+    g = torch.Generator().manual_seed(7)
+    a = torch.randn(33, 65, generator=g).to(device)
+    cases = [
+        (sa.add, torch.add, a.to(torch.bfloat16), a.t().contiguous().t() * 3),
+        (sa.mul, torch.mul, a.to(torch.float16), a.to(torch.float64)),
+        (sa.sub, torch.sub, (a * 10).to(torch.int32), a.to(torch.bfloat16)),
+        (sa.max, torch.maximum, (a * 5).to(torch.uint8), a),
+    ]
+    for ours, theirs, x, y in cases:
+        want = theirs(x, y)
+        got = ours(x, y)
+        assert got.dtype == want.dtype, (ours, x.dtype, y.dtype, got.dtype, want.dtype)
+        assert torch.equal(got, want), (ours, x.dtype, y.dtype)
+    # A comparison of two types, and a float op of integers (the default float).
+    assert torch.equal(sa.lt(a.to(torch.float16), a.to(torch.bfloat16)), torch.lt(a.to(torch.float16), a.to(torch.bfloat16)))
+    i = (a * 10).to(torch.int32).abs()
+    got = sa.sqrt(i)
+    assert got.dtype == torch.float32
+    assert torch.allclose(got, torch.sqrt(i), rtol=0, atol=0)

@@ -117,10 +117,18 @@ fn dispatch_close(t: strided_apply::ElemType, inexact: bool, a: &[u8], b: &[u8])
         return false;
     };
     let tol = if inexact { 4.0 * eps } else { 0.0 };
+    // The type's smallest normal: below it the spacing stays `eps * tiny` (subnormals), so
+    // 4 ulp there is `tol * tiny` (a `pow` whose result is subnormal).
+    let tiny = match t {
+        ElemType::F32 => f32::MIN_POSITIVE as f64,
+        ElemType::F64 => f64::MIN_POSITIVE,
+        ElemType::F16 => f16::MIN_POSITIVE.to_f64(),
+        _ => bf16::MIN_POSITIVE.to_f64(),
+    };
     va.iter().zip(vb).all(|(&x, y)| {
         (x.is_nan() && y.is_nan())
             || x.to_bits() == y.to_bits()
-            || (inexact && (x - y).abs() <= tol * x.abs().max(y.abs()))
+            || (inexact && (x - y).abs() <= tol * x.abs().max(y.abs()).max(tiny))
     })
 }
 
@@ -130,8 +138,7 @@ fn dispatch_close(t: strided_apply::ElemType, inexact: bool, a: &[u8], b: &[u8])
 /// transcendentals, fused expressions). Every scalar an op takes is 3 (0.5 for floats,
 /// `true` for bool).
 pub fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
-    use strided_apply::dispatch::{self, DynOp, HostTensor, HostTensorMut, Scalar};
-    use strided_apply::raw::RawTensor;
+    use strided_apply::dispatch::{self, DynOp, Scalar};
     let e = |e: Error| e.to_string();
     let mut rng = Rng(0xd15);
     let (mut families, mut launches) = (0usize, 0usize);
@@ -146,55 +153,179 @@ pub fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
         let scalars = vec![scalar; builder.scalars.len()];
         let op = DynOp::new(inst.op(), inst.types, &scalars).map_err(e)?;
         let inexact = (inst.tolerance)() != Some(strided_apply::ops::Tolerance::Exact);
-        for case in cases(inst.inputs()) {
-            let ops: Vec<&common::Operand> =
-                std::iter::once(&case.out).chain(&case.inputs).collect();
-            let host: Vec<Vec<u8>> = ops
-                .iter()
-                .zip(inst.types)
-                .map(|(o, &t)| random_bytes(t, o.len, &mut rng))
-                .collect();
-            let dev: Vec<DeviceTensor<u8>> = host
-                .iter()
-                .map(|h| DeviceTensor::from_slice(gpu, h, &[h.len()]))
-                .collect::<Result<_, _>>()
-                .map_err(e)?;
-            let raw: Vec<RawTensor> = ops
-                .iter()
-                .zip(&dev)
-                .zip(inst.types)
-                .map(|((o, d), &t)| RawTensor {
-                    ptr: d.buffer().addr() + (o.layout.offset() * t.size()) as u64,
-                    elem: t,
-                    shape: o.layout.shape(),
-                    strides: o.layout.strides(),
-                })
-                .collect();
-            // SAFETY: every view was checked against its buffer's length by `cases`, and the
-            // buffers live until `to_vec` below synchronises.
-            unsafe { op.launch(gpu, None, raw[0], &raw[1..]) }
-                .map_err(|x| format!("{inst:?} / {}: {x}", case.name))?;
-            let got = dev[0].to_vec(gpu).map_err(e)?;
-            let mut want = host[0].clone();
-            let inputs: Vec<HostTensor> = ops[1..]
-                .iter()
-                .zip(&host[1..])
-                .zip(&inst.types[1..])
-                .map(|((o, h), &t)| HostTensor::new(h, t, &o.layout))
-                .collect();
-            op.run_cpu(
-                HostTensorMut::new(&mut want, inst.types[0], &case.out.layout),
-                &inputs,
-            )
-            .map_err(|x| format!("{inst:?} / {}: CPU: {x}", case.name))?;
-            if !dispatch_close(inst.types[0], inexact, &got, &want) {
-                return Err(format!("{inst:?} / {}: GPU and CPU twin differ", case.name));
-            }
-            launches += 1;
-        }
+        launches += gpu_against_twin(
+            gpu,
+            &op,
+            inst.types,
+            inexact,
+            &format!("{inst:?}"),
+            &mut rng,
+        )?;
         families += 1;
     }
     Ok(format!("{families} families, {launches} launches"))
+}
+
+/// `op` over `types` (output first) on the GPU against the same `DynOp` on the CPU twin,
+/// from random bytes, on every layout case of its input count; the launches made.
+fn gpu_against_twin(
+    gpu: &Gpu,
+    op: &strided_apply::dispatch::DynOp,
+    types: &[strided_apply::ElemType],
+    inexact: bool,
+    what: &str,
+    rng: &mut Rng,
+) -> Result<usize, String> {
+    use strided_apply::dispatch::{HostTensor, HostTensorMut};
+    use strided_apply::raw::RawTensor;
+    let e = |e: Error| e.to_string();
+    let mut launches = 0;
+    for case in cases(types.len() - 1) {
+        let ops: Vec<&common::Operand> = std::iter::once(&case.out).chain(&case.inputs).collect();
+        let host: Vec<Vec<u8>> = ops
+            .iter()
+            .zip(types)
+            .map(|(o, &t)| random_bytes(t, o.len, rng))
+            .collect();
+        let dev: Vec<DeviceTensor<u8>> = host
+            .iter()
+            .map(|h| DeviceTensor::from_slice(gpu, h, &[h.len()]))
+            .collect::<Result<_, _>>()
+            .map_err(e)?;
+        let raw: Vec<RawTensor> = ops
+            .iter()
+            .zip(&dev)
+            .zip(types)
+            .map(|((o, d), &t)| RawTensor {
+                ptr: d.buffer().addr() + (o.layout.offset() * t.size()) as u64,
+                elem: t,
+                shape: o.layout.shape(),
+                strides: o.layout.strides(),
+            })
+            .collect();
+        // SAFETY: every view was checked against its buffer's length by `cases`, and the
+        // buffers live until `to_vec` below synchronises.
+        unsafe { op.launch(gpu, None, raw[0], &raw[1..]) }
+            .map_err(|x| format!("{what} / {}: {x}", case.name))?;
+        let got = dev[0].to_vec(gpu).map_err(e)?;
+        let mut want = host[0].clone();
+        let inputs: Vec<HostTensor> = ops[1..]
+            .iter()
+            .zip(&host[1..])
+            .zip(&types[1..])
+            .map(|((o, h), &t)| HostTensor::new(h, t, &o.layout))
+            .collect();
+        op.run_cpu(
+            HostTensorMut::new(&mut want, types[0], &case.out.layout),
+            &inputs,
+        )
+        .map_err(|x| format!("{what} / {}: CPU: {x}", case.name))?;
+        if !dispatch_close(types[0], inexact, &got, &want) {
+            let size = types[0].size();
+            let first = got
+                .chunks(size)
+                .zip(want.chunks(size))
+                .position(|(g, w)| !dispatch_close(types[0], inexact, g, w))
+                .unwrap_or(0);
+            let at = |v: &[u8]| v[first * size..(first + 1) * size].to_vec();
+            return Err(format!(
+                "{what} / {}: GPU and CPU twin differ: element {first}, GPU bytes {:?}, CPU {:?}",
+                case.name,
+                at(&got),
+                at(&want)
+            ));
+        }
+        launches += 1;
+    }
+    Ok(launches)
+}
+
+/// Every op id with a program (`dispatch::program_ops`) over random element types that no
+/// kernel is instantiated for (each input any of the nine types, the output the promoted
+/// type or another): the program on the GPU against the CPU twin, bit for bit (any NaN
+/// matching any NaN; within the op's kernels' tolerance for `pow`), on every layout case
+/// of its input count.
+pub fn dispatch_programs(gpu: &Gpu) -> TestResult {
+    use strided_apply::dispatch::{self, DynOp, Scalar};
+    use strided_apply::ElemType as E;
+    const TYPES: [E; 9] = [
+        E::F32,
+        E::F64,
+        E::I32,
+        E::I64,
+        E::U32,
+        E::U8,
+        E::Bool,
+        E::F16,
+        E::BF16,
+    ];
+    let mut rng = Rng(0x9e37);
+    let (mut combos, mut refused, mut launches) = (0usize, 0usize, 0usize);
+    for op in dispatch::program_ops() {
+        // The op's input and scalar counts, from an instantiated family.
+        let inst = dispatch::instances()
+            .find(|i| i.op() == op)
+            .ok_or_else(|| format!("{op}: no family"))?;
+        let builder = (inst.builder)().ok_or_else(|| format!("{inst:?}: no builder"))?;
+        // The op's kernels' tolerance (the GPU's and the twin's `pow` differ in the last
+        // bits, as the library's `pow` kernels do); exact ops bit for bit.
+        let inexact = (inst.tolerance)() != Some(strided_apply::ops::Tolerance::Exact);
+        let mut made = 0;
+        let mut tries = 0;
+        while made < 4 && tries < 200 {
+            tries += 1;
+            let inputs: Vec<E> = (0..inst.inputs())
+                .map(|_| TYPES[(rng.next() % 9) as usize])
+                .collect();
+            let scalars: Vec<Scalar> = builder
+                .scalars
+                .iter()
+                .map(|_| match rng.next() % 3 {
+                    0 => Scalar::F64(0.75),
+                    1 => Scalar::I64(2),
+                    _ => Scalar::Bool(true),
+                })
+                .collect();
+            let out = if rng.next().is_multiple_of(2) {
+                match dispatch::output_type(op, &inputs, &scalars) {
+                    Ok(t) => t,
+                    Err(_) => {
+                        refused += 1;
+                        continue;
+                    }
+                }
+            } else {
+                TYPES[(rng.next() % 9) as usize]
+            };
+            let types: Vec<E> = std::iter::once(out).chain(inputs).collect();
+            // An inexact op into integers or bool: a last-bit difference may move a value
+            // across a rounding boundary, which no tolerance of the output covers.
+            let float_out = matches!(out, E::F32 | E::F64 | E::F16 | E::BF16);
+            if dispatch::find(op, &types).is_ok() || (inexact && !float_out) {
+                continue;
+            }
+            let dyn_op = match DynOp::new(op, &types, &scalars) {
+                Ok(d) => d,
+                // Combinations the expression language refuses (a bool `neg`, a float into
+                // `where_`'s condition, …): typed errors, as on the CPU.
+                Err(_) => {
+                    refused += 1;
+                    continue;
+                }
+            };
+            if dyn_op.instance().is_some() {
+                return Err(format!("{op} {types:?}: a kernel, not a program"));
+            }
+            let what = format!("{op} {types:?} {scalars:?}");
+            launches += gpu_against_twin(gpu, &dyn_op, &types, inexact, &what, &mut rng)?;
+            made += 1;
+            combos += 1;
+        }
+    }
+    Ok(format!(
+        "{combos} (op, types) combinations without a kernel run as programs, {launches} \
+         launches, GPU = CPU twin ({refused} refused alike by the type rules)"
+    ))
 }
 
 /// Every registered stencil family by id (`stencil::DynStencil`) on the GPU against the same
@@ -307,7 +438,10 @@ pub fn graph_capture_replays(gpu: &Gpu) -> TestResult {
         .map_err(e)?;
     gpu.preload_kernels(&<Rhs<Mul, f32> as Kernels2<f32, f32>>::NAMES)
         .map_err(e)?;
-    gpu.preload_kernels(&add_s.instance().names).map_err(e)?;
+    let add_s_family = add_s
+        .instance()
+        .ok_or_else(|| format!("add_s over f32 runs as a program: {add_s:?}"))?;
+    gpu.preload_kernels(&add_s_family.names).map_err(e)?;
     let sn = <Shift<1, 0, 0> as StencilKernels<f32>>::NAMES;
     gpu.preload_stencil(&sn).map_err(e)?;
 

@@ -30,7 +30,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 35] = [
+    let tests: [GpuTest; 36] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -39,6 +39,10 @@ fn main() {
         (
             "gpu_run_time_dispatch_every_family_matches_cpu_twin",
             dispatch::dispatch_all_instances,
+        ),
+        (
+            "gpu_run_time_dispatch_programs_match_cpu_twin",
+            dispatch::dispatch_programs,
         ),
         (
             "gpu_graph_capture_of_100_launches_replays",

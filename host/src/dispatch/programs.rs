@@ -1,0 +1,154 @@
+//! Op ids as expression programs: the run-time dispatch of an op over element types that no
+//! kernel crate instantiates (`add` of a `bf16` and an `f64` tensor, `sqrt` of an `i32` one
+//! into `f32`, a comparison of `u8` with `f16`) compiles the op's expression for those
+//! types and runs it on the expression interpreter (the GPU's tier 0 and the CPU twin).
+//! The expression computes as the op's kernels do, in the promoted math type
+//! (`torch.result_type`, [`promote_types`](crate::expr::promote_types)), and rounds once to
+//! the output's element type.
+//!
+//! [`OPS`] is the one list: adding an op id here makes it run over every type combination
+//! of the expression language.
+
+use crate::expr::{Arg, Expr, Opcode, ScalarKind};
+
+/// An op id's expression: over inputs `a`, `b`, `c` (in that order, as the op's operands
+/// after the output) and scalars `s0`, `s1` (the op's scalars, in order).
+pub(crate) struct OpProgram {
+    pub(crate) op: &'static str,
+    pub(crate) inputs: usize,
+    pub(crate) scalars: usize,
+    pub(crate) expr: fn() -> Expr,
+}
+
+/// The operand and scalar names of an op's expression.
+pub(crate) const INPUTS: [&str; 3] = ["a", "b", "c"];
+pub(crate) const SCALARS: [&str; 2] = ["s0", "s1"];
+
+fn a() -> Expr {
+    Expr::var("a")
+}
+fn b() -> Expr {
+    Expr::var("b")
+}
+fn c() -> Expr {
+    Expr::var("c")
+}
+fn s0() -> Expr {
+    Expr::var("s0")
+}
+fn s1() -> Expr {
+    Expr::var("s1")
+}
+fn op(code: Opcode, args: Vec<Expr>) -> Expr {
+    Expr::op(code, args)
+}
+
+macro_rules! op_programs {
+    ($($name:literal ($inputs:literal, $scalars:literal) => $e:expr;)*) => {
+        /// Every op id that runs as a program where no kernel is instantiated for its types.
+        /// Not listed: the in-place updates (`add_assign`, …, `recip_update`: the output is
+        /// an input), `fill` and `cast` (instantiated for every element type), the
+        /// stencils and the reductions (their own dispatch).
+        pub(crate) static OPS: &[OpProgram] = &[$(
+            OpProgram { op: $name, inputs: $inputs, scalars: $scalars, expr: || $e },
+        )*];
+    };
+}
+
+op_programs! {
+    // Elementwise binary ops: `div` truncates integers (and by zero gives 0), as the
+    // library's `div`; `min`/`max` propagate NaN.
+    "add" (2, 0) => op(Opcode::Add, vec![a(), b()]);
+    "sub" (2, 0) => op(Opcode::Sub, vec![a(), b()]);
+    "mul" (2, 0) => op(Opcode::Mul, vec![a(), b()]);
+    "div" (2, 0) => op(Opcode::Div, vec![a(), b()]);
+    "min" (2, 0) => op(Opcode::Min, vec![a(), b()]);
+    "max" (2, 0) => op(Opcode::Max, vec![a(), b()]);
+    "pow" (2, 0) => op(Opcode::Pow, vec![a(), b()]);
+    "eq" (2, 0) => op(Opcode::Eq, vec![a(), b()]);
+    "ne" (2, 0) => op(Opcode::Ne, vec![a(), b()]);
+    "lt" (2, 0) => op(Opcode::Lt, vec![a(), b()]);
+    "le" (2, 0) => op(Opcode::Le, vec![a(), b()]);
+    "gt" (2, 0) => op(Opcode::Gt, vec![a(), b()]);
+    "ge" (2, 0) => op(Opcode::Ge, vec![a(), b()]);
+    // A scalar on the right (`_s`) or on the left (`rsub_s`, `rdiv_s`).
+    "eq_s" (1, 1) => op(Opcode::Eq, vec![a(), s0()]);
+    "ne_s" (1, 1) => op(Opcode::Ne, vec![a(), s0()]);
+    "lt_s" (1, 1) => op(Opcode::Lt, vec![a(), s0()]);
+    "le_s" (1, 1) => op(Opcode::Le, vec![a(), s0()]);
+    "gt_s" (1, 1) => op(Opcode::Gt, vec![a(), s0()]);
+    "ge_s" (1, 1) => op(Opcode::Ge, vec![a(), s0()]);
+    "add_s" (1, 1) => op(Opcode::Add, vec![a(), s0()]);
+    "sub_s" (1, 1) => op(Opcode::Sub, vec![a(), s0()]);
+    "mul_s" (1, 1) => op(Opcode::Mul, vec![a(), s0()]);
+    "div_s" (1, 1) => op(Opcode::Div, vec![a(), s0()]);
+    "min_s" (1, 1) => op(Opcode::Min, vec![a(), s0()]);
+    "max_s" (1, 1) => op(Opcode::Max, vec![a(), s0()]);
+    "pow_s" (1, 1) => op(Opcode::Pow, vec![a(), s0()]);
+    "rsub_s" (1, 1) => op(Opcode::Sub, vec![s0(), a()]);
+    "rdiv_s" (1, 1) => op(Opcode::Div, vec![s0(), a()]);
+    // Unary ops.
+    "neg" (1, 0) => op(Opcode::Neg, vec![a()]);
+    "abs" (1, 0) => op(Opcode::Abs, vec![a()]);
+    "relu" (1, 0) => op(Opcode::Relu, vec![a()]);
+    "sqrt" (1, 0) => op(Opcode::Sqrt, vec![a()]);
+    "rsqrt" (1, 0) => op(Opcode::Rsqrt, vec![a()]);
+    "exp" (1, 0) => op(Opcode::Exp, vec![a()]);
+    "log" (1, 0) => op(Opcode::Log, vec![a()]);
+    "sin" (1, 0) => op(Opcode::Sin, vec![a()]);
+    "cos" (1, 0) => op(Opcode::Cos, vec![a()]);
+    "tanh" (1, 0) => op(Opcode::Tanh, vec![a()]);
+    "sigmoid" (1, 0) => op(Opcode::Sigmoid, vec![a()]);
+    "clamp" (1, 2) => op(Opcode::Clamp, vec![a(), s0(), s1()]);
+    // Ternary ops: `where` takes the condition first.
+    "fma" (3, 0) => op(Opcode::Fma, vec![a(), b(), c()]);
+    "where" (3, 0) => op(Opcode::Where, vec![a(), b(), c()]);
+    // The fused ops (`gpu_kernels::fused`), written as their kernels compute them.
+    "axpy" (2, 1) => op(Opcode::Add, vec![op(Opcode::Mul, vec![s0(), a()]), b()]);
+    "axpby" (2, 2) => op(
+        Opcode::Add,
+        vec![op(Opcode::Mul, vec![s0(), a()]), op(Opcode::Mul, vec![s1(), b()])],
+    );
+    "bias_relu" (2, 0) => op(Opcode::Relu, vec![op(Opcode::Add, vec![a(), b()])]);
+    "silu" (1, 0) => op(Opcode::Mul, vec![a(), op(Opcode::Sigmoid, vec![a()])]);
+    "divmul" (2, 2) => op(
+        Opcode::Mul,
+        vec![op(Opcode::Div, vec![a(), s0()]), op(Opcode::Div, vec![b(), s1()])],
+    );
+    "lerp" (3, 0) => op(
+        Opcode::Add,
+        vec![a(), op(Opcode::Mul, vec![c(), op(Opcode::Sub, vec![b(), a()])])],
+    );
+}
+
+/// `op`'s program entry, if it has one.
+pub(crate) fn find(op: &str) -> Option<&'static OpProgram> {
+    OPS.iter().find(|p| p.op == op)
+}
+
+/// The kind a scalar binds as: a Python-like number of its own kind (weak in promotion).
+pub(crate) fn scalar_kind(s: &crate::dispatch::Scalar) -> ScalarKind {
+    use crate::dispatch::Scalar;
+    match s {
+        Scalar::F64(_) => ScalarKind::Float,
+        Scalar::I64(_) | Scalar::U64(_) => ScalarKind::Int,
+        Scalar::Bool(_) => ScalarKind::Bool,
+    }
+}
+
+/// The arguments to compile an op's expression with: its inputs as tensors of `inputs`'
+/// types, its scalars of the given values' kinds.
+pub(crate) fn args(
+    inputs: &[gpu_kernels::elem::ElemType],
+    scalars: &[crate::dispatch::Scalar],
+) -> Vec<(&'static str, Arg)> {
+    let tensors = INPUTS
+        .iter()
+        .zip(inputs)
+        .map(|(&n, &t)| (n, Arg::Tensor(t)));
+    let scalars = SCALARS
+        .iter()
+        .zip(scalars)
+        .map(|(&n, s)| (n, Arg::Scalar(scalar_kind(s))));
+    tensors.chain(scalars).collect()
+}
