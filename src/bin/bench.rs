@@ -8,7 +8,9 @@
 //! what they move. Reductions (group `reduce`) count the input read once and report the
 //! input's elements; their outputs are not counted. `--release-pool`: the device's memory
 //! pool gives freed memory back at every synchronisation (the driver's default) instead of
-//! keeping it (the library's; `Gpu::set_memory_cache_limit`), for comparison.
+//! keeping it (the library's; `Gpu::set_memory_cache_limit`), for comparison. `--diet`:
+//! every family whose op has an expression program, its kernel against its program
+//! (`bench/diet.rs`; squares of 8192², 2048² with `--quick`; `--only` filters families).
 //! `STRIDED_APPLY_BENCH_QUEUED=1`: each timed call waits in the stream behind a 50 µs spin
 //! kernel, so that the events exclude the host's submission of the call (see `load_spin`).
 
@@ -23,6 +25,10 @@ use strided_apply::{
     api, bf16, cpu, f16, gpu_kernels, ops, reduce, stencil, DeviceTensor, Elem, Gpu, Kernels2,
     Kernels3, Layout, Result,
 };
+
+#[cfg(feature = "dispatch")]
+#[path = "bench/diet.rs"]
+mod diet;
 
 const REPS: usize = 25;
 /// Rotate among enough buffer sets to move at least this many bytes per round.
@@ -675,6 +681,9 @@ struct Args {
     /// `--release-pool`: the driver's default release threshold (freed memory goes back at
     /// every synchronisation) instead of the library's (the pool keeps it), for comparison.
     release_pool: bool,
+    /// `--diet`: every family with an expression program, kernel against program
+    /// (`bench/diet.rs`; `--only` filters families by name), nothing else.
+    diet: bool,
 }
 
 impl Args {
@@ -687,6 +696,7 @@ impl Args {
             cold: after("--cold"),
             cold_expr: after("--cold-expr"),
             release_pool: args.iter().any(|a| a == "--release-pool"),
+            diet: args.iter().any(|a| a == "--diet"),
         }
     }
 }
@@ -773,6 +783,15 @@ fn main() -> Result<()> {
         return cold_expr(first);
     }
     let bench = Bench::open(&args)?;
+    if args.diet {
+        #[cfg(feature = "dispatch")]
+        return diet::run(&bench.gpu, bench.big / 2, args.only.as_deref());
+        #[cfg(not(feature = "dispatch"))]
+        {
+            eprintln!("bench: --diet needs the feature `dispatch`");
+            return Ok(());
+        }
+    }
     copy_ceiling(&bench)?;
     for (groups, run) in RUNS {
         if groups.iter().any(|g| bench.wants(g)) {

@@ -248,17 +248,7 @@ fn gpu_against_twin(
 pub fn dispatch_programs(gpu: &Gpu) -> TestResult {
     use strided_apply::dispatch::{self, DynOp, Scalar};
     use strided_apply::ElemType as E;
-    const TYPES: [E; 9] = [
-        E::F32,
-        E::F64,
-        E::I32,
-        E::I64,
-        E::U32,
-        E::U8,
-        E::Bool,
-        E::F16,
-        E::BF16,
-    ];
+    const TYPES: [E; 9] = strided_apply::expr::ELEMS;
     let mut rng = Rng(0x9e37);
     let (mut combos, mut refused, mut launches) = (0usize, 0usize, 0usize);
     for op in dispatch::program_ops() {

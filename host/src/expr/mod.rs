@@ -51,6 +51,8 @@ pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
 pub use parse::{Func, CASTS, FUNCTIONS};
 pub use reduce::ReduceOp;
+/// Every element type programs take, in the order of their codes.
+pub use strided_apply_expr::ir::ELEMS;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
 };
