@@ -134,6 +134,19 @@ pub fn find(op: &str, types: &[ElemType]) -> Result<&'static Instance> {
     found
 }
 
+/// [`find`] without its error: the instance where exactly one family takes `types`.
+fn lookup(op: &str, types: &[ElemType]) -> Option<&'static Instance> {
+    let key = types_key(types)?;
+    if let Some((last_key, inst)) = LAST_FOUND.with(Cell::get) {
+        if key == last_key && inst.op() == op {
+            return Some(inst);
+        }
+    }
+    let inst = *index().get(op)?.get(&key)?.as_ref().ok()?;
+    LAST_FOUND.with(|last| last.set(Some((key, inst))));
+    Some(inst)
+}
+
 fn find_indexed(op: &str, key: Option<TypesKey>, types: &[ElemType]) -> Result<&'static Instance> {
     let index = index();
     let Some(by_types) = index.get(op) else {
@@ -230,7 +243,7 @@ enum Kind {
 #[derive(Clone, Debug)]
 struct ProgramOp {
     op: &'static str,
-    compiled: Compiled,
+    compiled: std::sync::Arc<Compiled>,
     /// Its scalars' values by name.
     scalars: Vec<(&'static str, Scalar)>,
     /// For each input of the program (in the program's order), the op's operand it is.
@@ -263,7 +276,7 @@ impl ProgramOp {
                 got: format!("{scalars:?}"),
             });
         }
-        let compiled = (p.expr)().compile(&programs::args(inputs, scalars), out)?;
+        let compiled = programs::compiled(p, inputs, out, scalars)?;
         let named: Vec<(&'static str, Scalar)> = programs::SCALARS
             .iter()
             .copied()
@@ -296,15 +309,20 @@ impl DynOp {
     /// scalars (none for most ops). Where no kernel is instantiated for `types` and the op
     /// has an expression ([`program_ops`]), its program compiled for them.
     pub fn new(op: &str, types: &[ElemType], scalars: &[Scalar]) -> Result<DynOp> {
-        let instance = match find(op, types) {
-            Ok(instance) => instance,
-            Err(e @ (Error::NotInstantiated { .. } | Error::UnknownOp { .. })) => {
-                if programs::find(op).is_none() || types.is_empty() {
-                    return Err(e);
+        let instance = match lookup(op, types) {
+            Some(instance) => instance,
+            None => {
+                // No family for these types (nor two): the op's program where it has one,
+                // without building `find`'s error, which lists the families.
+                let listed = || {
+                    let key = types_key(types);
+                    key.is_some_and(|k| index().get(op).is_some_and(|b| b.contains_key(&k)))
+                };
+                if !types.is_empty() && programs::find(op).is_some() && !listed() {
+                    return DynOp::new_program(op, types, scalars);
                 }
-                return DynOp::new_program(op, types, scalars);
+                find(op, types)?
             }
-            Err(e) => return Err(e),
         };
         let Some(builder) = (instance.builder)() else {
             return Err(Error::OpNotBuildable {
@@ -906,6 +924,19 @@ mod tests {
             e.to_string().contains("-300") || e.to_string().contains("s0"),
             "{e}"
         );
+        // A program compiled once per thread for its op, types and scalar kinds.
+        let again = DynOp::new("add", &[F64, BF16, F64], &[]).unwrap();
+        assert!(std::ptr::eq(
+            add.program().unwrap(),
+            again.program().unwrap()
+        ));
+        let int = DynOp::new("add_s", &[F32, I32], &[Scalar::I64(2)]).unwrap();
+        assert!(!std::ptr::eq(
+            add_s.program().unwrap(),
+            int.program().unwrap()
+        ));
+        let got = run_twin(&int, &[F32, I32], &[bytes(&[1i32, -4])], 2).unwrap();
+        assert_eq!(bytemuck::cast_slice::<u8, f32>(&got), [3.0, -2.0]);
         // Instantiated combinations keep their kernels.
         assert!(DynOp::new("add", &[F32, F32, F32], &[])
             .unwrap()
