@@ -242,14 +242,11 @@ enum Kind {
 /// An op id's expression compiled for one type combination, its scalars bound.
 #[derive(Clone, Debug)]
 struct ProgramOp {
-    op: &'static str,
+    /// The op's entry in the program list.
+    entry: &'static programs::OpProgram,
     compiled: std::sync::Arc<Compiled>,
     /// Its scalars' values by name.
     scalars: Vec<(&'static str, Scalar)>,
-    /// For each input of the program (in the program's order), the op's operand it is.
-    order: Vec<usize>,
-    /// The op's input count.
-    inputs: usize,
 }
 
 impl ProgramOp {
@@ -284,23 +281,22 @@ impl ProgramOp {
             .collect();
         // Scalars that do not convert (an integer out of its type's range) fail here, once.
         compiled.bind(&named)?;
-        let order = compiled
-            .inputs()
-            .iter()
-            .map(|n| programs::INPUTS.iter().position(|m| m == n).unwrap_or(0))
-            .collect();
         Ok(ProgramOp {
-            op: p.op,
+            entry: p,
             compiled,
             scalars: named,
-            order,
-            inputs: p.inputs,
         })
     }
 
-    /// The op's inputs in the program's order.
+    /// The op's inputs (operands `a`, `b`, `c`) in the program's order (first appearance
+    /// in its expression).
     fn ordered<T: Copy>(&self, inputs: &[T]) -> Vec<T> {
-        self.order.iter().map(|&k| inputs[k]).collect()
+        let operand = |n: &String| programs::INPUTS.iter().position(|m| m == n).unwrap_or(0);
+        self.compiled
+            .inputs()
+            .iter()
+            .map(|n| inputs[operand(n)])
+            .collect()
     }
 }
 
@@ -396,7 +392,7 @@ impl DynOp {
     fn check_count(&self, inputs: usize) -> Result<()> {
         let (op, expected) = match &self.kind {
             Kind::Kernel { instance, .. } => (instance.op(), instance.inputs()),
-            Kind::Program(p) => (p.op, p.inputs),
+            Kind::Program(p) => (p.entry.op, p.entry.inputs),
         };
         if inputs != expected {
             return Err(Error::InputCount {

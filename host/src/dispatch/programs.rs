@@ -17,6 +17,7 @@ use std::sync::Arc;
 
 /// An op id's expression: over inputs `a`, `b`, `c` (in that order, as the op's operands
 /// after the output) and scalars `s0`, `s1` (the op's scalars, in order).
+#[derive(Debug)]
 pub(crate) struct OpProgram {
     pub(crate) op: &'static str,
     pub(crate) inputs: usize,

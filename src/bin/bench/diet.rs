@@ -10,12 +10,13 @@
 //! One JSON line per (family, layout): `kernel_ms`, `program_ms` (CUDA events, median of 25
 //! after 3 warm-ups), `program_over_kernel` (the program's time over the kernel's: above
 //! 1.02, the kernel wins by more than 2 %) and `check`: the two outputs compared on a
-//! 256 × 256 square first, bit for bit (NaN matching NaN; within the family's tolerance
-//! for inexact ops).
+//! 256 × 256 square first, bit for bit (NaN matching NaN; within 4 ulp for inexact ops).
 
 use strided_apply::dispatch::{self, DynOp, Instance, Scalar};
+use strided_apply::ops::Tolerance;
 use strided_apply::raw::RawTensor;
-use strided_apply::{bf16, f16, DeviceTensor, ElemType, Gpu, Result};
+use strided_apply::verify::{first_mismatch, Distance};
+use strided_apply::{bf16, f16, Bool, DeviceTensor, ElemType, Gpu, Result};
 
 /// Every element type, with the bytes of `n` values of the bench's distribution: floats in
 /// [0.25, 2) (no NaN domain of `log`, `sqrt`, `pow`), integers 1..=100, bools at random.
@@ -48,7 +49,7 @@ fn values(t: ElemType, n: usize, seed: u64) -> Vec<u8> {
     out
 }
 
-/// The layouts, by name: (shape, strides) of the output and of input `k` of `inputs`.
+/// The layouts, by name (see [`view`]).
 const LAYOUTS: [&str; 3] = ["contiguous", "row", "transposed"];
 
 /// Shape and strides of operand `k` (0 the output) of `inputs` inputs on `layout`.
@@ -58,6 +59,16 @@ fn view(layout: &str, side: usize, k: usize, inputs: usize) -> (Vec<usize>, Vec<
         "row" if k >= 1 && (k >= 2 || inputs == 1) => (vec![side], vec![1]),
         "transposed" if k == inputs && k >= 1 => (vec![side, side], vec![1, side as isize]),
         _ => dense,
+    }
+}
+
+/// Operand `k` of views `v` (from [`view`]) at `ptr`, of element type `t`.
+fn raw(v: &[(Vec<usize>, Vec<isize>)], t: ElemType, k: usize, ptr: u64) -> RawTensor<'_> {
+    RawTensor {
+        ptr,
+        elem: t,
+        shape: &v[k].0,
+        strides: &v[k].1,
     }
 }
 
@@ -72,47 +83,34 @@ fn scalars(inst: &Instance) -> Vec<Scalar> {
     vec![s; (inst.builder)().map_or(0, |b| b.scalars.len())]
 }
 
-/// Whether `a` and `b` (outputs of element type `t`) agree: equal bytes, NaN for NaN, or
-/// within 4 ulp (of the value, or of the smallest normal) for an inexact op.
+/// Whether `a` and `b` (outputs of element type `t`) agree: the library's comparison
+/// ([`first_mismatch`]: NaN equals NaN), exact, or within 4 ulp for an inexact op.
 fn agree(t: ElemType, inexact: bool, a: &[u8], b: &[u8]) -> bool {
-    let size = t.size();
-    a.chunks(size).zip(b.chunks(size)).all(|(x, y)| {
-        if x == y {
-            return true;
-        }
-        let v = |c: &[u8]| -> Option<(f64, f64, f64)> {
-            Some(match t {
-                ElemType::F32 => (
-                    f32::from_le_bytes(c.try_into().ok()?) as f64,
-                    f32::EPSILON as f64,
-                    f32::MIN_POSITIVE as f64,
-                ),
-                ElemType::F64 => (
-                    f64::from_le_bytes(c.try_into().ok()?),
-                    f64::EPSILON,
-                    f64::MIN_POSITIVE,
-                ),
-                ElemType::F16 => (
-                    f16::from_le_bytes(c.try_into().ok()?).to_f64(),
-                    f16::EPSILON.to_f64(),
-                    f16::MIN_POSITIVE.to_f64(),
-                ),
-                ElemType::BF16 => (
-                    bf16::from_le_bytes(c.try_into().ok()?).to_f64(),
-                    bf16::EPSILON.to_f64(),
-                    bf16::MIN_POSITIVE.to_f64(),
-                ),
-                _ => return None,
-            })
-        };
-        match (v(x), v(y)) {
-            (Some((p, eps, tiny)), Some((q, _, _))) => {
-                (p.is_nan() && q.is_nan())
-                    || (inexact && (p - q).abs() <= 4.0 * eps * p.abs().max(q.abs()).max(tiny))
-            }
-            _ => false,
-        }
-    })
+    let tol = if inexact {
+        Tolerance::Ulp(4)
+    } else {
+        Tolerance::Exact
+    };
+    fn typed<T: Distance>(a: &[u8], b: &[u8], tol: Tolerance) -> bool {
+        // Copies: the byte vectors need not be aligned for `T`.
+        let (a, b): (Vec<T>, Vec<T>) = (
+            bytemuck::pod_collect_to_vec(a),
+            bytemuck::pod_collect_to_vec(b),
+        );
+        first_mismatch(&a, &b, tol).is_none()
+    }
+    match t {
+        ElemType::F32 => typed::<f32>(a, b, tol),
+        ElemType::F64 => typed::<f64>(a, b, tol),
+        ElemType::F16 => typed::<f16>(a, b, tol),
+        ElemType::BF16 => typed::<bf16>(a, b, tol),
+        ElemType::I32 => typed::<i32>(a, b, tol),
+        ElemType::I64 => typed::<i64>(a, b, tol),
+        ElemType::U32 => typed::<u32>(a, b, tol),
+        ElemType::U8 => typed::<u8>(a, b, tol),
+        ElemType::Bool => typed::<Bool>(a, b, tol),
+        _ => a == b,
+    }
 }
 
 /// The diet rows on `gpu` for squares of `side²` elements; `only`: families whose name
@@ -156,25 +154,12 @@ pub fn run(gpu: &Gpu, side: usize, only: Option<&str>) -> Result<()> {
         let kernel = DynOp::new(inst.op(), inst.types, &s)?;
         let program = DynOp::new_program(inst.op(), inst.types, &s)?;
         let n_in = inst.types.len() - 1;
-        let inexact = (inst.tolerance)() != Some(strided_apply::ops::Tolerance::Exact);
+        let inexact = (inst.tolerance)() != Some(Tolerance::Exact);
         for layout in LAYOUTS {
             // `side`'s views of every operand; the output's buffer is `out`.
             let views = |side: usize| -> Vec<(Vec<usize>, Vec<isize>)> {
                 (0..=n_in).map(|k| view(layout, side, k, n_in)).collect()
             };
-            fn raw(
-                v: &[(Vec<usize>, Vec<isize>)],
-                t: ElemType,
-                k: usize,
-                ptr: u64,
-            ) -> RawTensor<'_> {
-                RawTensor {
-                    ptr,
-                    elem: t,
-                    shape: &v[k].0,
-                    strides: &v[k].1,
-                }
-            }
             // The check on the small square: both into their own output, compared.
             let vs = views(CHECK_SIDE);
             let mut got = Vec::new();
