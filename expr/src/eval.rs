@@ -12,7 +12,7 @@ use crate::ir::{
 };
 use crate::value::{convert, narrow, widen, with_class, Math};
 use gpu_kernels::elem::Bool;
-use gpu_kernels::math::{Num, Signed};
+use gpu_kernels::math::{FloatFns, Num, Signed};
 use gpu_kernels::ops::{self, Op2, Op3, Op4};
 
 /// `K` lanes of one value.
@@ -80,26 +80,25 @@ pub fn fast_class(p: &Program) -> Option<Class> {
     if (FAST_LOADED..p.n_inputs as usize).any(|k| Some(p.inputs[k]) != own) {
         return None;
     }
-    let allowed = |op: Opcode| {
-        use Opcode::*;
-        let every = matches!(
-            op,
-            Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp
-        );
-        every
-            || if class.is_float() {
-                matches!(
-                    op,
-                    Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow
-                )
-            } else {
-                op == Rem
-            }
-    };
+    let allowed = |op: Opcode| fast_allows(class.is_float(), op);
     p.code()
         .iter()
         .all(|i| i.class == class as u8 && Opcode::from_code(i.op).is_some_and(allowed))
         .then_some(class)
+}
+
+/// Whether the fast path of a float (`float`) or an integer math type runs `op`: loads,
+/// constants and the arithmetic every type has, the float functions of the fast list for
+/// floats, the remainder for integers. The fast kernels hold arms for these only.
+pub const fn fast_allows(float: bool, op: Opcode) -> bool {
+    use Opcode::*;
+    match op {
+        Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp => true,
+        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow | Erf | Floor | Ceil
+        | Round | Trunc => float,
+        Rem => !float,
+        _ => false,
+    }
 }
 
 /// The first dispatch code of an op in [`fast_word`]: the codes below it are loads, `input
@@ -118,7 +117,7 @@ pub fn fast_word(i: Instr) -> u32 {
     let code = if i.op == Opcode::Load as u8 {
         (i.arg as u32 & (FAST_INPUTS as u32 - 1)) * FAST_SLOTS as u32 + at
     } else {
-        LOAD_CODES + i.op as u32 * FAST_SLOTS as u32 + at
+        LOAD_CODES + fast_index(i.op) * FAST_SLOTS as u32 + at
     };
     (code & 0xff) | (i.arg as u32) << 8
 }
@@ -129,10 +128,33 @@ macro_rules! slot_codes {
     ($m:ident $a:literal; $($op:ident $n:tt),*) => {
         #[allow(non_upper_case_globals)]
         mod $m {
-            use super::{Opcode, FAST_SLOTS, LOAD_CODES};
-            $(pub const $op: u32 = LOAD_CODES + Opcode::$op as u32 * FAST_SLOTS as u32 + $a;)*
+            use super::{fast_index, Opcode, FAST_SLOTS, LOAD_CODES};
+            $(pub const $op: u32 = LOAD_CODES + fast_index(Opcode::$op as u8) * FAST_SLOTS as u32 + $a;)*
         }
     };
+}
+
+/// `fast_index` and `FAST_OPS` from the list of `fast_ops!`.
+macro_rules! fast_index_fn {
+    ($($op:ident $n:tt),*) => {
+        /// The fast path's ops, `Const` first, in the order of their dispatch codes.
+        const FAST_LIST: &[u8] = &[$(Opcode::$op as u8),*];
+    };
+}
+
+/// The position of opcode code `op` in the fast path's list (`fast_ops!`), the list's
+/// length for any other op: a fast program's dispatch code counts from it, so the opcode
+/// numbering can grow past the codes a byte holds.
+#[inline(always)]
+pub const fn fast_index(op: u8) -> u32 {
+    let mut i = 0;
+    while i < FAST_LIST.len() {
+        if FAST_LIST[i] == op {
+            return i as u32;
+        }
+        i += 1;
+    }
+    FAST_LIST.len() as u32
 }
 
 /// `$cb!($($args)* op arity, …)` over the ops of the fast path: `Const` (arity 0), then
@@ -141,7 +163,8 @@ macro_rules! fast_ops {
     ($cb:ident! $($args:tt)*) => {
         $cb! {$($args)*
             Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
-            Sigmoid 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
+            Sigmoid 1, Erf 1, Floor 1, Ceil 1, Round 1, Trunc 1, Add 2, Sub 2, Mul 2, Div 2,
+            Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
     };
 }
 /// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
@@ -168,6 +191,7 @@ pub fn is_cheap(p: &Program) -> bool {
     })
 }
 
+fast_ops!(fast_index_fn!);
 fast_ops!(slot_codes! s0 0;);
 fast_ops!(slot_codes! s1 1;);
 fast_ops!(slot_codes! s2 2;);
@@ -176,7 +200,7 @@ const _: () = assert!(
     FAST_SLOTS == 4
         && FAST_INPUTS == 8
         && FAST_INPUTS.is_power_of_two()
-        && LOAD_CODES + (Opcode::Clamp as u32 + 1) * 4 <= 256
+        && LOAD_CODES + (FAST_LIST.len() as u32 + 1) * 4 <= 256
 );
 
 /// The fast path of [`run`] for a program of one numeric math type `T` ([`fast_class`]):
@@ -218,17 +242,24 @@ pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
             ($a:literal Const 0) => {{
                 s[$a] = [T::dec(konst((w >> 8) as usize % MAX_CONSTS)); K];
             }};
+            // An op the type's fast path does not run has an empty arm.
             ($a:literal $op:ident 1) => {{
-                let x = s[$a];
-                s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
+                if fast_allows(T::FLOAT, Opcode::$op) {
+                    let x = s[$a];
+                    s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
+                }
             }};
             ($a:literal $op:ident 2) => {{
-                let (x, y) = (s[$a], s[($a + 1) & 3]);
-                s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
+                if fast_allows(T::FLOAT, Opcode::$op) {
+                    let (x, y) = (s[$a], s[($a + 1) & 3]);
+                    s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
+                }
             }};
             ($a:literal $op:ident 3) => {{
-                let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
-                s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
+                if fast_allows(T::FLOAT, Opcode::$op) {
+                    let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
+                    s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
+                }
             }};
         }
         // The arms of each slot gathered in turn, then the one `match`.
@@ -365,6 +396,9 @@ fn step<const K: usize>(
 
 #[inline(always)]
 fn lanes1<T: Eval, const K: usize>(op: Opcode, x: &Lanes<K>) -> Lanes<K> {
+    if op.is_test() {
+        return core::array::from_fn(|j| T::test(op, T::dec(x[j])).enc());
+    }
     core::array::from_fn(|j| T::unary(op, T::dec(x[j])).enc())
 }
 
@@ -399,10 +433,14 @@ fn lanes3<T: Eval, const K: usize>(
 /// The operations of one math type. An opcode the type does not have (the host's type
 /// check keeps them out) gives the first operand unchanged.
 pub trait Eval: Math {
+    /// Whether this is a float math type.
+    const FLOAT: bool;
     fn unary(op: Opcode, x: Self) -> Self;
     fn binary(op: Opcode, x: Self, y: Self) -> Self;
     fn compare(op: Opcode, x: Self, y: Self) -> Bool;
     fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self;
+    /// The unary tests ([`Opcode::is_test`]).
+    fn test(op: Opcode, x: Self) -> Bool;
 }
 
 #[inline(always)]
@@ -469,6 +507,7 @@ fn ternary_num<T: Num>(op: Opcode, x: T, y: T, z: T) -> T {
 macro_rules! float_eval {
     ($($t:ty),*) => {$(
         impl Eval for $t {
+            const FLOAT: bool = true;
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
@@ -483,6 +522,30 @@ macro_rules! float_eval {
                     Opcode::Cos => op2(ops::Cos, x),
                     Opcode::Tanh => op2(ops::Tanh, x),
                     Opcode::Sigmoid => op2(ops::Sigmoid, x),
+                    Opcode::Erf => FloatFns::erf(x),
+                    Opcode::Erfc => FloatFns::erfc(x),
+                    Opcode::Erfinv => FloatFns::erfinv(x),
+                    Opcode::Lgamma => FloatFns::lgamma(x),
+                    Opcode::Floor => FloatFns::floor(x),
+                    Opcode::Ceil => FloatFns::ceil(x),
+                    Opcode::Round => FloatFns::round(x),
+                    Opcode::Trunc => FloatFns::trunc(x),
+                    Opcode::Exp2 => FloatFns::exp2(x),
+                    Opcode::Expm1 => FloatFns::expm1(x),
+                    Opcode::Log2 => FloatFns::log2(x),
+                    Opcode::Log10 => FloatFns::log10(x),
+                    Opcode::Log1p => FloatFns::log1p(x),
+                    Opcode::Tan => FloatFns::tan(x),
+                    Opcode::Asin => FloatFns::asin(x),
+                    Opcode::Acos => FloatFns::acos(x),
+                    Opcode::Atan => FloatFns::atan(x),
+                    Opcode::Sinh => FloatFns::sinh(x),
+                    Opcode::Cosh => FloatFns::cosh(x),
+                    Opcode::Asinh => FloatFns::asinh(x),
+                    Opcode::Acosh => FloatFns::acosh(x),
+                    Opcode::Atanh => FloatFns::atanh(x),
+                    // (0 < x) - (x < 0): NaN gives 0, as PyTorch's `sign`.
+                    Opcode::Sign => ((0.0 < x) as i32 - (x < 0.0) as i32) as $t,
                     _ => x,
                 }
             }
@@ -490,6 +553,20 @@ macro_rules! float_eval {
             fn binary(op: Opcode, x: Self, y: Self) -> Self {
                 match op {
                     Opcode::Pow => op3(ops::Pow, x, y),
+                    Opcode::Rem => {
+                        // PyTorch's `remainder`: `fmod`, moved to the divisor's sign.
+                        let m = FloatFns::fmod(x, y);
+                        if m != 0.0 && ((y < 0.0) != (m < 0.0)) { m + y } else { m }
+                    }
+                    Opcode::FloorDiv => floor_div_float(x, y),
+                    Opcode::Fmod => FloatFns::fmod(x, y),
+                    Opcode::Atan2 => FloatFns::atan2(x, y),
+                    Opcode::Hypot => FloatFns::hypot(x, y),
+                    Opcode::Copysign => FloatFns::copysign(x, y),
+                    Opcode::Nextafter => FloatFns::nextafter(x, y),
+                    // A NaN operand gives the other one.
+                    Opcode::Fmin => if y != y || y > x { x } else { y },
+                    Opcode::Fmax => if y != y || y < x { x } else { y },
                     _ => arith(op, x, y).unwrap_or(x),
                 }
             }
@@ -497,27 +574,92 @@ macro_rules! float_eval {
             fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
             #[inline(always)]
             fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
+            #[inline(always)]
+            fn test(op: Opcode, x: Self) -> Bool {
+                let inf = x.abs() == <$t>::INFINITY;
+                Bool::from(match op {
+                    Opcode::IsNan => x != x,
+                    Opcode::IsInf => inf,
+                    Opcode::IsFinite => x == x && !inf,
+                    Opcode::IsPosInf => x == <$t>::INFINITY,
+                    Opcode::IsNegInf => x == <$t>::NEG_INFINITY,
+                    _ => x.is_sign_negative(),
+                })
+            }
         }
     )*};
 }
+
+/// PyTorch's floor division of floats (`div_floor_floating`): by zero the IEEE quotient;
+/// else `(x - fmod(x, y)) / y`, moved down by one where the remainder's sign is not the
+/// divisor's, then rounded to the nearest integer the quotient lies within a half of.
+#[inline(always)]
+fn floor_div_float<T: FloatFns + Copy + PartialOrd + Num>(x: T, y: T) -> T {
+    let zero = T::ZERO;
+    if y == zero {
+        return x.div(y);
+    }
+    let m = x.fmod(y);
+    let mut d = x.sub(m).div(y);
+    if m != zero && ((y < zero) != (m < zero)) {
+        d = d.sub(T::ONE);
+    }
+    if d != zero {
+        let f = d.floor();
+        let half = T::ONE.div(T::ONE.add(T::ONE));
+        if d.sub(f) > half {
+            f.add(T::ONE)
+        } else {
+            f
+        }
+    } else {
+        zero.copysign(x.div(y))
+    }
+}
+
 float_eval!(f32, f64);
 
 macro_rules! int_eval {
-    ($($t:ty: $neg:expr, $abs:expr, $rem:expr;)*) => {$(
+    ($($t:ty, $u:ty: $neg:expr, $abs:expr, $rem:expr;)*) => {$(
         impl Eval for $t {
+            const FLOAT: bool = false;
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
                     Opcode::Neg => ($neg)(x),
                     Opcode::Abs => ($abs)(x),
                     Opcode::Relu => op2(ops::Relu, x),
+                    Opcode::Sign => ((0 < x) as $t).wrapping_sub(x.negative() as $t),
+                    Opcode::BitNot => !x,
+                    // Rounding an integer leaves it as it is (as every other unary op here
+                    // that only floats have; the host's type check keeps those out).
                     _ => x,
                 }
             }
             #[inline(always)]
             fn binary(op: Opcode, x: Self, y: Self) -> Self {
+                const BITS: $t = <$t>::BITS as $t;
+                // A shift amount outside 0..BITS, as PyTorch reads it (signed).
+                let out_of_range = y.negative() || y >= BITS;
                 match op {
                     Opcode::Rem => ($rem)(x, y),
+                    Opcode::BitAnd => x & y,
+                    Opcode::BitOr => x | y,
+                    Opcode::BitXor => x ^ y,
+                    Opcode::Shl => if out_of_range { 0 } else { ((x as $u) << y) as $t },
+                    Opcode::Shr => if out_of_range { x >> (BITS - 1) } else { x >> y },
+                    Opcode::FloorDiv => {
+                        if y == 0 {
+                            0
+                        } else {
+                            let q = x.wrapping_div(y);
+                            let r = x.wrapping_rem(y);
+                            if r != 0 && (x.negative() != y.negative()) { q.wrapping_sub(1) } else { q }
+                        }
+                    }
+                    Opcode::Fmod => x.checked_rem(y).unwrap_or(0),
+                    Opcode::Fmin => op3(ops::Min, x, y),
+                    Opcode::Fmax => op3(ops::Max, x, y),
                     _ => arith(op, x, y).unwrap_or(x),
                 }
             }
@@ -525,6 +667,14 @@ macro_rules! int_eval {
             fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
             #[inline(always)]
             fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
+            #[inline(always)]
+            fn test(op: Opcode, x: Self) -> Bool {
+                Bool::from(match op {
+                    Opcode::IsFinite => true,
+                    Opcode::SignBit => x.negative(),
+                    _ => false,
+                })
+            }
         }
     )*};
 }
@@ -554,26 +704,43 @@ macro_rules! rem_ops {
 }
 rem_ops!(i32, i64);
 
+/// Whether an integer is below zero (never, for an unsigned one).
+trait Negative: Copy {
+    fn negative(self) -> bool;
+}
+macro_rules! negative {
+    ($($t:ty: $signed:literal),*) => {$( impl Negative for $t {
+        #[inline(always)]
+        #[allow(unused_comparisons)]
+        fn negative(self) -> bool { $signed && self < 0 }
+    } )*};
+}
+negative!(i32: true, i64: true, u32: false, u8: false, u64: false);
+
+// Each integer math type and its unsigned form (for shifts).
 int_eval! {
-    i32: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i32>;
-    i64: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i64>;
-    u32: u32::wrapping_neg, |x| x, |x: u32, y: u32| x.checked_rem(y).unwrap_or(0);
-    u8: u8::wrapping_neg, |x| x, |x: u8, y: u8| x.checked_rem(y).unwrap_or(0);
+    i32, u32: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i32>;
+    i64, u64: |x| op2(ops::Neg, x), |x| op2(ops::Abs, x), rem_signed::<i64>;
+    u32, u32: u32::wrapping_neg, |x| x, |x: u32, y: u32| x.checked_rem(y).unwrap_or(0);
+    u8, u8: u8::wrapping_neg, |x| x, |x: u8, y: u8| x.checked_rem(y).unwrap_or(0);
+    u64, u64: u64::wrapping_neg, |x| x, |x: u64, y: u64| x.checked_rem(y).unwrap_or(0);
 }
 
 impl Eval for Bool {
+    const FLOAT: bool = false;
     #[inline(always)]
     fn unary(op: Opcode, x: Self) -> Self {
         match op {
-            Opcode::Not => Bool::from(!x.get()),
+            Opcode::Not | Opcode::BitNot => Bool::from(!x.get()),
             _ => x,
         }
     }
     #[inline(always)]
     fn binary(op: Opcode, x: Self, y: Self) -> Self {
         match op {
-            Opcode::And => Bool::from(x.get() && y.get()),
-            Opcode::Or => Bool::from(x.get() || y.get()),
+            Opcode::And | Opcode::BitAnd => Bool::from(x.get() && y.get()),
+            Opcode::Or | Opcode::BitOr => Bool::from(x.get() || y.get()),
+            Opcode::Xor | Opcode::BitXor => Bool::from(x.get() != y.get()),
             _ => x,
         }
     }
@@ -592,5 +759,9 @@ impl Eval for Bool {
     #[inline(always)]
     fn ternary(_op: Opcode, x: Self, _y: Self, _z: Self) -> Self {
         x
+    }
+    #[inline(always)]
+    fn test(op: Opcode, _x: Self) -> Bool {
+        Bool::from(op == Opcode::IsFinite)
     }
 }

@@ -25,11 +25,12 @@ pub enum Class {
     U32 = 4,
     U8 = 5,
     Bool = 6,
+    U64 = 7,
 }
 
 impl Class {
     /// Every math type, in code order.
-    pub const ALL: [Class; 7] = [
+    pub const ALL: [Class; 8] = [
         Class::F32,
         Class::F64,
         Class::I32,
@@ -37,18 +38,27 @@ impl Class {
         Class::U32,
         Class::U8,
         Class::Bool,
+        Class::U64,
     ];
 
-    /// The math type of an element type, `None` for one programs do not cover yet.
+    /// The math type of an element type, `None` for one programs do not cover yet. The
+    /// 16- and 8-bit floats compute in `F32`; `i8`, `i16` and `u16` in `I32` (their values
+    /// fit it; a program wraps them to their width after every op that can leave it, with
+    /// a `Narrow`, so they wrap as their own type does).
     pub const fn of(e: ElemType) -> Option<Class> {
         Some(match e {
-            ElemType::F32 | ElemType::F16 | ElemType::BF16 => Class::F32,
+            ElemType::F32
+            | ElemType::F16
+            | ElemType::BF16
+            | ElemType::F8E4M3
+            | ElemType::F8E5M2 => Class::F32,
             ElemType::F64 => Class::F64,
-            ElemType::I32 => Class::I32,
+            ElemType::I32 | ElemType::I8 | ElemType::I16 | ElemType::U16 => Class::I32,
             ElemType::I64 => Class::I64,
             ElemType::U32 => Class::U32,
             ElemType::U8 => Class::U8,
             ElemType::Bool => Class::Bool,
+            ElemType::U64 => Class::U64,
             _ => return None,
         })
     }
@@ -63,6 +73,7 @@ impl Class {
             Class::U32 => ElemType::U32,
             Class::U8 => ElemType::U8,
             Class::Bool => ElemType::Bool,
+            Class::U64 => ElemType::U64,
         }
     }
 
@@ -82,18 +93,9 @@ impl Class {
     }
 }
 
-/// Element types as they are coded in a [`Program`] (input and output types).
-pub const ELEMS: [ElemType; 9] = [
-    ElemType::F32,
-    ElemType::F64,
-    ElemType::I32,
-    ElemType::I64,
-    ElemType::U32,
-    ElemType::U8,
-    ElemType::Bool,
-    ElemType::F16,
-    ElemType::BF16,
-];
+/// Element types as they are coded in a [`Program`] (input and output types): every
+/// element type, a code being its position in [`ElemType::ALL`].
+pub const ELEMS: [ElemType; 15] = ElemType::ALL;
 
 /// The code of an element type in [`ELEMS`], `None` for one programs do not cover yet.
 pub fn elem_code(e: ElemType) -> Option<u8> {
@@ -160,16 +162,58 @@ opcodes! {
     /// Conversion from the math type `arg` to the instruction's class, as the `cast` op
     /// (Rust's `as`: float to int saturates, NaN to 0; to bool `x != 0`).
     Cast = 1, "cast";
-    /// Rounding of the class's value to the 16-bit float whose element code is `arg`, the
-    /// result widened back to `F32` (exact): a cast to `f16`/`bf16` inside a program.
+    /// Rounding of the class's value to the element type whose code is `arg` (as a cast
+    /// does), the result widened back to that type's math type (exact): a cast to a 16- or
+    /// 8-bit float or to `i8`/`i16`/`u16` inside a program, and the wrap of those integers
+    /// to their width after an op.
     Narrow = 1, "narrow";
+    /// The error function (floats).
+    Erf = 1, "erf";
+    Erfc = 1, "erfc";
+    Erfinv = 1, "erfinv";
+    /// `ln |Γ(x)|`.
+    Lgamma = 1, "lgamma";
+    /// Rounding to an integral value (floats; integers unchanged): down, up, to nearest
+    /// with ties to even (`torch.round`), toward zero.
+    Floor = 1, "floor";
+    Ceil = 1, "ceil";
+    Round = 1, "round";
+    Trunc = 1, "trunc";
+    Exp2 = 1, "exp2";
+    /// `e^x - 1`.
+    Expm1 = 1, "expm1";
+    Log2 = 1, "log2";
+    Log10 = 1, "log10";
+    /// `ln(1 + x)`.
+    Log1p = 1, "log1p";
+    Tan = 1, "tan";
+    Asin = 1, "asin";
+    Acos = 1, "acos";
+    Atan = 1, "atan";
+    Sinh = 1, "sinh";
+    Cosh = 1, "cosh";
+    Asinh = 1, "asinh";
+    Acosh = 1, "acosh";
+    Atanh = 1, "atanh";
+    /// -1, 0 or 1 (`torch.sign`; NaN gives 0).
+    Sign = 1, "sign";
+    /// Bitwise complement (integers; bool: logical not).
+    BitNot = 1, "bitwise_not";
+    /// Tests of a value, bool results (integers and bools: never NaN, never infinite).
+    IsNan = 1, "isnan";
+    IsInf = 1, "isinf";
+    IsFinite = 1, "isfinite";
+    IsPosInf = 1, "isposinf";
+    IsNegInf = 1, "isneginf";
+    /// Whether the sign bit is set (`-0.0` included).
+    SignBit = 1, "signbit";
     Add = 2, "add";
     Sub = 2, "sub";
     Mul = 2, "mul";
     /// `x / y` (integer division truncates; by zero gives 0).
     Div = 2, "div";
-    /// Integer remainder with the sign of the divisor (Python's `%`, `torch.remainder`);
-    /// by zero gives 0.
+    /// Remainder with the sign of the divisor (Python's `%`, `torch.remainder`); integer
+    /// remainder by zero gives 0.
     Rem = 2, "remainder";
     /// NaN-propagating minimum.
     Min = 2, "minimum";
@@ -187,6 +231,32 @@ opcodes! {
     And = 2, "logical_and";
     /// Logical or (bool).
     Or = 2, "logical_or";
+    /// Logical exclusive or (bool).
+    Xor = 2, "logical_xor";
+    /// Bitwise and, or, exclusive or (integers and bools).
+    BitAnd = 2, "bitwise_and";
+    BitOr = 2, "bitwise_or";
+    BitXor = 2, "bitwise_xor";
+    /// Shifts (integers), as PyTorch: by a negative amount or by the math type's width or
+    /// more, a left shift gives 0 and a right shift fills with the sign bit (an unsigned
+    /// value: its top bit).
+    Shl = 2, "bitwise_left_shift";
+    Shr = 2, "bitwise_right_shift";
+    /// Division rounded toward negative infinity (`torch.floor_divide`, Python's `//`;
+    /// integer division by zero gives 0).
+    FloorDiv = 2, "floor_divide";
+    /// Remainder with the sign of the dividend (C's `fmod`, `torch.fmod`); integer by zero
+    /// gives 0.
+    Fmod = 2, "fmod";
+    Atan2 = 2, "atan2";
+    Hypot = 2, "hypot";
+    /// `|x|` with the sign of `y`.
+    Copysign = 2, "copysign";
+    /// The next float after `x` toward `y`.
+    Nextafter = 2, "nextafter";
+    /// Minimum and maximum that ignore a NaN operand (`torch.fmin`, `torch.fmax`).
+    Fmin = 2, "fmin";
+    Fmax = 2, "fmax";
     /// `x * y + z`, one rounding for floats.
     Fma = 3, "fma";
     /// `if c { x } else { y }`: `c` is bool, `x` and `y` of the instruction's class.
@@ -216,11 +286,61 @@ impl Opcode {
             + (c >= Opcode::Fma as u8) as usize
     }
 
-    /// Whether the result is bool whatever the operands' class (comparisons).
+    /// Whether the result is bool whatever the operands' class (comparisons and the
+    /// value tests: [`is_test`](Self::is_test)).
     pub const fn is_comparison(self) -> bool {
         matches!(
             self,
             Opcode::Eq | Opcode::Ne | Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge
+        ) || self.is_test()
+    }
+
+    /// Whether the op is correctly rounded (or exact) in every class, so that the GPU and
+    /// the CPU twin give the same bits: false for the transcendental functions, which are
+    /// libdevice's on the GPU and `std`'s or `libm`'s on the host (each within a few ulp).
+    pub const fn is_exact(self) -> bool {
+        use Opcode::*;
+        !matches!(
+            self,
+            Exp | Log
+                | Sin
+                | Cos
+                | Tanh
+                | Sigmoid
+                | Pow
+                | Erf
+                | Erfc
+                | Erfinv
+                | Lgamma
+                | Exp2
+                | Expm1
+                | Log2
+                | Log10
+                | Log1p
+                | Tan
+                | Asin
+                | Acos
+                | Atan
+                | Sinh
+                | Cosh
+                | Asinh
+                | Acosh
+                | Atanh
+                | Atan2
+                | Hypot
+        )
+    }
+
+    /// The unary tests of a value (`isnan` …): bool results.
+    pub const fn is_test(self) -> bool {
+        matches!(
+            self,
+            Opcode::IsNan
+                | Opcode::IsInf
+                | Opcode::IsFinite
+                | Opcode::IsPosInf
+                | Opcode::IsNegInf
+                | Opcode::SignBit
         )
     }
 }

@@ -291,7 +291,7 @@ pub fn tile_shared_bytes(p: &Program) -> Option<u32> {
 pub const ONE_NAMES: [&[(usize, &str)]; 6] = [
     &[(4, "expr_fo_k4"), (8, "expr_fo_k8")],
     &[(2, "expr_do_k2")],
-    &[(4, "expr_io_k4")],
+    &[(4, "expr_io_k4"), (8, "expr_io_k8"), (16, "expr_io_k16")],
     &[(2, "expr_lo_k2")],
     &[(4, "expr_uo_k4")],
     &[(16, "expr_bo_k16")],
@@ -383,11 +383,13 @@ fn one_path(p: &Program) -> Option<usize> {
 }
 
 /// Whether the one-op kernels of math type `class` take operands of element type `e`: the
-/// type's own, and the 16-bit floats for `f32` math (the kernels hold an arm for these
-/// only).
+/// type's own, the 16-bit floats for `f32` math and `i8`, `i16`, `u16` for `i32` math (the
+/// kernels hold an arm for these only).
 pub const fn one_elem(class: Class, e: ElemType) -> bool {
     let own = class.elem() as u8 == e as u8;
     own || (matches!(class, Class::F32) && matches!(e, ElemType::F16 | ElemType::BF16))
+        || (matches!(class, Class::I32)
+            && matches!(e, ElemType::I8 | ElemType::I16 | ElemType::U16))
 }
 
 /// The tiled one-op kernels (`expr_<class>o_tile`) and their lanes, by fast path: the tiled
@@ -1093,6 +1095,12 @@ mod device {
                     ElemType::U32 => $lanes!(ElemType::U32),
                     ElemType::U8 => $lanes!(ElemType::U8),
                     ElemType::Bool => $lanes!(ElemType::Bool),
+                    ElemType::I8 => $lanes!(ElemType::I8),
+                    ElemType::I16 => $lanes!(ElemType::I16),
+                    ElemType::U16 => $lanes!(ElemType::U16),
+                    ElemType::U64 => $lanes!(ElemType::U64),
+                    ElemType::F8E4M3 => $lanes!(ElemType::F8E4M3),
+                    ElemType::F8E5M2 => $lanes!(ElemType::F8E5M2),
                     // No program element type (`elem_of` gives one of the above).
                     _ => $none,
                 }
@@ -1417,6 +1425,9 @@ mod device {
                 c if c == code_of(ElemType::F64) => $arm!(ElemType::F64, 8),
                 c if c == code_of(ElemType::I64) => $arm!(ElemType::I64, 8),
                 c if c == code_of(ElemType::Bool) => $arm!(ElemType::Bool, 1),
+                c if c == code_of(ElemType::I8) => $arm!(ElemType::I8, 1),
+                c if c == code_of(ElemType::I16) => $arm!(ElemType::I16, 2),
+                c if c == code_of(ElemType::U16) => $arm!(ElemType::U16, 2),
                 _ => $none,
             }
         }};
@@ -1695,6 +1706,8 @@ mod device {
         "expr_fo_k8" f32, 0, 8;
         "expr_do_k2" f64, 1, 2;
         "expr_io_k4" i32, 2, 4;
+        "expr_io_k8" i32, 2, 8;
+        "expr_io_k16" i32, 2, 16;
         "expr_lo_k2" i64, 3, 2;
         "expr_uo_k4" u32, 4, 4;
         "expr_bo_k16" u8, 5, 16;

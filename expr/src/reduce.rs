@@ -146,6 +146,7 @@ impl Reduce<u64> for Fold {
             Class::I64 => typed::<i64>(self.op, a, b),
             Class::U32 => typed::<u32>(self.op, a, b),
             Class::U8 => typed::<u8>(self.op, a, b),
+            Class::U64 => typed::<u64>(self.op, a, b),
             // Bool values are not reduced (the host refuses them).
             Class::Bool => a,
         }

@@ -4,7 +4,7 @@
 //! bits today's `cast` kernels give.
 
 use crate::ir::Class;
-use gpu_kernels::elem::{bf16, f16, Bool, ElemType};
+use gpu_kernels::elem::{bf16, f16, f8e4m3fn, f8e5m2, Bool, ElemType};
 use gpu_kernels::ops::CastFrom;
 
 /// A math type's values as Rust values.
@@ -30,6 +30,7 @@ math! {
     i64 => I64, |v| v as i64, |x| x as u64;
     u32 => U32, |v| v as u32, |x| x as u64;
     u8 => U8, |v| v as u8, |x| x as u64;
+    u64 => U64, |v| v, |x| x;
     Bool => Bool, |v| Bool::from(v as u8 != 0), |x| x.get() as u64;
 }
 
@@ -65,6 +66,10 @@ macro_rules! with_class {
                 type $T = Bool;
                 $body
             }
+            Class::U64 => {
+                type $T = u64;
+                $body
+            }
         }
     };
 }
@@ -87,21 +92,37 @@ pub fn widen(e: ElemType, bits: u64) -> u64 {
     match e {
         ElemType::F16 => <f32 as CastFrom<f16>>::cast_from(f16::from_bits(bits as u16)).enc(),
         ElemType::BF16 => <f32 as CastFrom<bf16>>::cast_from(bf16::from_bits(bits as u16)).enc(),
+        ElemType::F8E4M3 => <f32 as CastFrom<f8e4m3fn>>::cast_from(f8e4m3fn(bits as u8)).enc(),
+        ElemType::F8E5M2 => <f32 as CastFrom<f8e5m2>>::cast_from(f8e5m2(bits as u8)).enc(),
+        // Narrow integers in `I32`: sign- or zero-extended.
+        ElemType::I8 => (bits as u8 as i8 as i32).enc(),
+        ElemType::I16 => (bits as u16 as i16 as i32).enc(),
+        ElemType::U16 => (bits as u16 as i32).enc(),
         // Every other element type is its own math type; keep only its width.
         _ => bits & width_mask(e),
     }
 }
 
-/// A value of math type `c` rounded once to element type `e`, as the element's bits.
+/// A value of math type `c` rounded once to element type `e`, as the element's bits (a
+/// cast: floats to integers saturate, integers to narrower integers wrap).
 #[inline(always)]
 pub fn narrow(c: Class, v: u64, e: ElemType) -> u64 {
+    macro_rules! to {
+        ($t:ty, $bits:expr) => {
+            with_class!(c, From => {
+                let x = <$t as CastFrom<From>>::cast_from(From::dec(v));
+                ($bits)(x)
+            })
+        };
+    }
     match e {
-        ElemType::F16 => {
-            with_class!(c, From => <f16 as CastFrom<From>>::cast_from(From::dec(v)).to_bits() as u64)
-        }
-        ElemType::BF16 => {
-            with_class!(c, From => <bf16 as CastFrom<From>>::cast_from(From::dec(v)).to_bits() as u64)
-        }
+        ElemType::F16 => to!(f16, |x: f16| x.to_bits() as u64),
+        ElemType::BF16 => to!(bf16, |x: bf16| x.to_bits() as u64),
+        ElemType::F8E4M3 => to!(f8e4m3fn, |x: f8e4m3fn| x.0 as u64),
+        ElemType::F8E5M2 => to!(f8e5m2, |x: f8e5m2| x.0 as u64),
+        ElemType::I8 => to!(i8, |x: i8| x as u8 as u64),
+        ElemType::I16 => to!(i16, |x: i16| x as u16 as u64),
+        ElemType::U16 => to!(u16, |x: u16| x as u64),
         _ => match Class::of(e) {
             Some(to) => convert(c, to, v),
             None => 0,

@@ -4,6 +4,9 @@
 //! [`Num`]: crate::math::Num
 
 use crate::elem::Bool;
+use crate::float8::{
+    f32_to_f8e4m3fn, f32_to_f8e5m2, f8e4m3fn, f8e4m3fn_to_f32, f8e5m2, f8e5m2_to_f32,
+};
 use crate::narrow::{bf16, bf16_to_f32, f16, f16_to_f32, f32_to_bf16, f32_to_f16, ToF32Odd};
 
 /// Conversion between element types, as Rust's `as` (float to int saturates, NaN to 0);
@@ -12,14 +15,14 @@ pub trait CastFrom<A> {
     fn cast_from(a: A) -> Self;
 }
 macro_rules! casts {
-    ($($from:ty),*) => { $( casts!(@row $from; f32, f64, i32, i64, u32, u8); )* };
+    ($($from:ty),*) => { $( casts!(@row $from; f32, f64, i32, i64, u32, u8, i8, i16, u16, u64); )* };
     (@row $from:ty; $($to:ty),*) => {$(
         impl CastFrom<$from> for $to {
             #[inline(always)] fn cast_from(a: $from) -> Self { a as $to }
         }
     )*};
 }
-casts!(f32, f64, i32, i64, u32, u8);
+casts!(f32, f64, i32, i64, u32, u8, i8, i16, u16, u64);
 macro_rules! bool_casts {
     ($($t:ty),*) => {$(
         impl CastFrom<$t> for Bool {
@@ -30,7 +33,7 @@ macro_rules! bool_casts {
         }
     )*};
 }
-bool_casts!(f32, f64, i32, i64, u32, u8);
+bool_casts!(f32, f64, i32, i64, u32, u8, i8, i16, u16, u64);
 impl CastFrom<Bool> for Bool {
     #[inline(always)]
     fn cast_from(a: Bool) -> Self {
@@ -45,7 +48,7 @@ impl CastFrom<Bool> for Bool {
 /// `benches/NOTES.md`, "Casts").
 macro_rules! narrow_casts {
     ($($h:ident / $other:ident: $to:ident, $from:ident;)*) => {$(
-        narrow_casts!(@from $h, $from; f32, f64, i32, i64, u32, u8, $other);
+        narrow_casts!(@from $h, $from; f32, f64, i32, i64, u32, u8, i8, i16, u16, u64, $other);
         impl CastFrom<$h> for $h {
             #[inline(always)] fn cast_from(a: $h) -> Self { a }
         }
@@ -55,7 +58,7 @@ macro_rules! narrow_casts {
         impl CastFrom<Bool> for $h {
             #[inline(always)] fn cast_from(a: Bool) -> Self { $from(a.get() as u8 as f32) }
         }
-        narrow_casts!(@to $h, $to; f32, f64, i32, i64, u32, u8);
+        narrow_casts!(@to $h, $to; f32, f64, i32, i64, u32, u8, i8, i16, u16, u64);
     )*};
     (@from $h:ident, $from:ident; $($src:ty),*) => {$(
         impl CastFrom<$src> for $h {
@@ -85,7 +88,7 @@ fn widen<A: Widen>(a: A) -> A::W {
 macro_rules! widen_as_is {
     ($($t:ty),*) => {$( impl Widen for $t { type W = $t; #[inline(always)] fn widen(self) -> $t { self } } )*};
 }
-widen_as_is!(f32, f64, i32, i64, u32, u8);
+widen_as_is!(f32, f64, i32, i64, u32, u8, i8, i16, u16, u64);
 impl Widen for f16 {
     type W = f32;
     #[inline(always)]
@@ -98,5 +101,42 @@ impl Widen for bf16 {
     #[inline(always)]
     fn widen(self) -> f32 {
         bf16_to_f32(self)
+    }
+}
+
+/// Casts to and from the 8-bit floats, through `f32` as PyTorch's conversions go: a source
+/// converts to `f32` (rounded once, as `as` does; 16-bit floats exactly), then rounds once
+/// to the 8-bit type; an 8-bit float widens to `f32` exactly and converts from there.
+macro_rules! float8_casts {
+    ($($t:ident: $to:ident, $from:ident;)*) => {$(
+        float8_casts!(@pair $t, $to, $from; f32, f64, i32, i64, u32, u8, i8, i16, u16, u64,
+                      f16, bf16, Bool);
+        impl CastFrom<$t> for $t {
+            #[inline(always)] fn cast_from(a: $t) -> Self { a }
+        }
+    )*};
+    (@pair $t:ident, $to:ident, $from:ident; $($x:ty),*) => {$(
+        impl CastFrom<$x> for $t {
+            #[inline(always)] fn cast_from(a: $x) -> Self { $from(<f32 as CastFrom<$x>>::cast_from(a)) }
+        }
+        impl CastFrom<$t> for $x {
+            #[inline(always)] fn cast_from(a: $t) -> Self { <$x as CastFrom<f32>>::cast_from($to(a)) }
+        }
+    )*};
+}
+float8_casts! {
+    f8e4m3fn: f8e4m3fn_to_f32, f32_to_f8e4m3fn;
+    f8e5m2: f8e5m2_to_f32, f32_to_f8e5m2;
+}
+impl CastFrom<f8e4m3fn> for f8e5m2 {
+    #[inline(always)]
+    fn cast_from(a: f8e4m3fn) -> Self {
+        f32_to_f8e5m2(f8e4m3fn_to_f32(a))
+    }
+}
+impl CastFrom<f8e5m2> for f8e4m3fn {
+    #[inline(always)]
+    fn cast_from(a: f8e5m2) -> Self {
+        f32_to_f8e4m3fn(f8e5m2_to_f32(a))
     }
 }

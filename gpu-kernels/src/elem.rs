@@ -1,5 +1,6 @@
 //! Element types the kernels are instantiated for.
 
+pub use crate::float8::{f8e4m3fn, f8e5m2};
 use bytemuck::{Pod, Zeroable};
 pub use half::{bf16, f16};
 
@@ -47,6 +48,15 @@ pub enum ElemType {
     F16,
     /// bfloat16 ([`bf16`]): the high half of an `f32`.
     BF16,
+    I8,
+    I16,
+    U16,
+    U64,
+    /// 8-bit float, 4 exponent bits, no infinity ([`f8e4m3fn`], `torch.float8_e4m3fn`): a
+    /// storage type (loads widen to `f32`, stores round as PyTorch does).
+    F8E4M3,
+    /// 8-bit float, 5 exponent bits ([`f8e5m2`], `torch.float8_e5m2`): a storage type.
+    F8E5M2,
 }
 
 impl ElemType {
@@ -54,9 +64,10 @@ impl ElemType {
     pub const fn size(self) -> usize {
         match self {
             ElemType::F32 | ElemType::I32 | ElemType::U32 => 4,
-            ElemType::F64 | ElemType::I64 => 8,
-            ElemType::F16 | ElemType::BF16 => 2,
-            ElemType::U8 | ElemType::Bool => 1,
+            ElemType::F64 | ElemType::I64 | ElemType::U64 => 8,
+            ElemType::F16 | ElemType::BF16 | ElemType::I16 | ElemType::U16 => 2,
+            ElemType::U8 | ElemType::Bool | ElemType::I8 => 1,
+            ElemType::F8E4M3 | ElemType::F8E5M2 => 1,
         }
     }
     pub const fn name(self) -> &'static str {
@@ -70,7 +81,61 @@ impl ElemType {
             ElemType::Bool => "bool",
             ElemType::F16 => "f16",
             ElemType::BF16 => "bf16",
+            ElemType::I8 => "i8",
+            ElemType::I16 => "i16",
+            ElemType::U16 => "u16",
+            ElemType::U64 => "u64",
+            ElemType::F8E4M3 => "f8e4m3fn",
+            ElemType::F8E5M2 => "f8e5m2",
         }
+    }
+
+    /// Every element type, in declaration order.
+    pub const ALL: [ElemType; 15] = [
+        ElemType::F32,
+        ElemType::F64,
+        ElemType::I32,
+        ElemType::I64,
+        ElemType::U32,
+        ElemType::U8,
+        ElemType::Bool,
+        ElemType::F16,
+        ElemType::BF16,
+        ElemType::I8,
+        ElemType::I16,
+        ElemType::U16,
+        ElemType::U64,
+        ElemType::F8E4M3,
+        ElemType::F8E5M2,
+    ];
+
+    /// Floating-point types (the 16- and 8-bit ones included).
+    pub const fn is_float(self) -> bool {
+        matches!(
+            self,
+            ElemType::F32
+                | ElemType::F64
+                | ElemType::F16
+                | ElemType::BF16
+                | ElemType::F8E4M3
+                | ElemType::F8E5M2
+        )
+    }
+
+    /// Signed integer types.
+    pub const fn is_signed_int(self) -> bool {
+        matches!(
+            self,
+            ElemType::I8 | ElemType::I16 | ElemType::I32 | ElemType::I64
+        )
+    }
+
+    /// Unsigned integer types (not `Bool`).
+    pub const fn is_unsigned_int(self) -> bool {
+        matches!(
+            self,
+            ElemType::U8 | ElemType::U16 | ElemType::U32 | ElemType::U64
+        )
     }
 }
 
@@ -93,4 +158,10 @@ elem! {
     Bool => "bool", Bool;
     f16 => "f16", F16;
     bf16 => "bf16", BF16;
+    i8 => "i8", I8;
+    i16 => "i16", I16;
+    u16 => "u16", U16;
+    u64 => "u64", U64;
+    f8e4m3fn => "f8e4m3fn", F8E4M3;
+    f8e5m2 => "f8e5m2", F8E5M2;
 }

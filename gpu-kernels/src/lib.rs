@@ -55,6 +55,7 @@ mod cast;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod dispatch;
 pub mod elem;
+pub mod float8;
 pub mod fused;
 pub mod geometry;
 mod instantiate;

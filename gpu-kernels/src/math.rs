@@ -1,7 +1,7 @@
 //! Number traits for the op library. Float functions come from NVIDIA's libdevice on the
 //! GPU (linked as bitcode) and from Rust's `std` on the host.
 //!
-//! Tolerance policy (tested in `tests/conformance.rs`):
+//! Tolerance policy (tested in `tests/cpu/conformance.rs`):
 //! - `+ - * /`, `sqrt`, `rsqrt` (computed as `1 / sqrt(x)`), `fma`, `min`, `max`, `abs`,
 //!   `neg`, `relu`, `clamp`, comparisons, casts, `where`: correctly rounded on both sides,
 //!   so GPU and CPU are bit-identical.
@@ -94,7 +94,7 @@ macro_rules! int_num {
         }
     )*};
 }
-int_num!(i32, i64, u32);
+int_num!(i32, i64, u32, i8, i16, u16, u64);
 
 // `u8`: as the other integers, and add and subtract four lanes per 32-bit word (SWAR): the
 // low seven bits of each byte add without crossing into the next byte, the top bit is the
@@ -215,11 +215,47 @@ macro_rules! int_signed {
         }
     )*};
 }
-int_signed!(i32, i64);
+int_signed!(i32, i64, i8, i16);
 
 #[cfg(test)]
 mod tests {
     use super::Num;
+
+    #[test]
+    fn float_fns_on_the_host() {
+        use super::FloatFns;
+        // erfinv is erf's inverse to a few ulp (erf of it gives x back), and the f32 form
+        // is the f64 one rounded.
+        for i in -999..=999 {
+            let x = i as f64 * 0.001;
+            let y = FloatFns::erfinv(x);
+            assert!(
+                (FloatFns::erf(y) - x).abs() <= 4.0 * f64::EPSILON,
+                "{x} {y}"
+            );
+            let yf = FloatFns::erfinv(x as f32);
+            let want = FloatFns::erfinv((x as f32) as f64) as f32;
+            assert!(
+                (yf - want).abs() <= f32::EPSILON * want.abs(),
+                "{x} {yf} {want}"
+            );
+        }
+        assert_eq!(FloatFns::erfinv(1.0f32), f32::INFINITY);
+        assert_eq!(FloatFns::erfinv(-1.0f64), f64::NEG_INFINITY);
+        assert!(FloatFns::erfinv(1.5f32).is_nan());
+        assert!((FloatFns::erfinv(0.5f64) - 0.476_936_276_204_469_9).abs() <= 2.0 * f64::EPSILON);
+        // Exact functions.
+        assert_eq!(FloatFns::round(2.5f32), 2.0);
+        assert_eq!(FloatFns::round(-3.5f64), -4.0);
+        assert_eq!(FloatFns::fmod(-7.5f32, 2.0), -1.5);
+        assert_eq!(FloatFns::copysign(3.0f32, -0.0), -3.0);
+        assert_eq!(FloatFns::nextafter(1.0f32, 2.0), 1.0 + f32::EPSILON);
+        assert_eq!(FloatFns::nextafter(1.0f64, 0.0), 1.0 - f64::EPSILON / 2.0);
+        assert_eq!(FloatFns::nextafter(0.0f32, -1.0).to_bits(), 0x8000_0001);
+        assert_eq!(FloatFns::nextafter(-1.0f32, -2.0), -1.0 - f32::EPSILON);
+        assert_eq!(FloatFns::nextafter(f32::MAX, f32::INFINITY), f32::INFINITY);
+        assert!(FloatFns::nextafter(f32::NAN, 1.0).is_nan());
+    }
 
     #[test]
     fn u8_lanes_equal_scalar_arithmetic() {
@@ -407,4 +443,232 @@ macro_rules! narrow_float {
 narrow_float! {
     f16: f16_to_f32, f32_to_f16;
     bf16: bf16_to_f32, f32_to_bf16;
+}
+
+/// The op set's further float functions, on `f32` and `f64` (16-bit floats compute them in
+/// `f32`). On the GPU each is libdevice's; on the host Rust's `std`, or rust-lang's `libm`
+/// where `std` has none (`erf`, `erfc`, `lgamma`), or this module's `erfinv`. `floor`,
+/// `ceil`, `round` (half to even), `trunc`, `fmod`, `copysign` and `nextafter` are exact,
+/// so both sides give the same bits; the others are within a few ulp of an f64 reference on
+/// each side (`ops::Tolerance`), as `exp` and `sin` are.
+pub trait FloatFns: Float {
+    fn exp2(self) -> Self;
+    fn expm1(self) -> Self;
+    fn log2(self) -> Self;
+    fn log10(self) -> Self;
+    fn log1p(self) -> Self;
+    fn tan(self) -> Self;
+    fn asin(self) -> Self;
+    fn acos(self) -> Self;
+    fn atan(self) -> Self;
+    fn sinh(self) -> Self;
+    fn cosh(self) -> Self;
+    fn asinh(self) -> Self;
+    fn acosh(self) -> Self;
+    fn atanh(self) -> Self;
+    fn erf(self) -> Self;
+    fn erfc(self) -> Self;
+    fn erfinv(self) -> Self;
+    fn lgamma(self) -> Self;
+    fn floor(self) -> Self;
+    fn ceil(self) -> Self;
+    /// Rounds half to even (`torch.round`).
+    fn round(self) -> Self;
+    fn trunc(self) -> Self;
+    fn atan2(self, x: Self) -> Self;
+    fn hypot(self, y: Self) -> Self;
+    /// The remainder of truncated division, with the sign of `self` (C's `fmod`), exact.
+    fn fmod(self, y: Self) -> Self;
+    fn copysign(self, sign: Self) -> Self;
+    /// The next representable value after `self` toward `y` (C's `nextafter`).
+    fn nextafter(self, y: Self) -> Self;
+}
+
+/// `$cb!` over the unary functions of [`FloatFns`]: name, libdevice's `f32` and `f64`
+/// functions, the host's `f64` function (the host computes `f32` in `f64` and rounds once).
+macro_rules! unary_fns {
+    ($cb:ident) => {
+        $cb! {
+            exp2: __nv_exp2f, __nv_exp2, f64::exp2;
+            expm1: __nv_expm1f, __nv_expm1, f64::exp_m1;
+            log2: __nv_log2f, __nv_log2, f64::log2;
+            log10: __nv_log10f, __nv_log10, f64::log10;
+            log1p: __nv_log1pf, __nv_log1p, f64::ln_1p;
+            tan: __nv_tanf, __nv_tan, f64::tan;
+            asin: __nv_asinf, __nv_asin, f64::asin;
+            acos: __nv_acosf, __nv_acos, f64::acos;
+            atan: __nv_atanf, __nv_atan, f64::atan;
+            sinh: __nv_sinhf, __nv_sinh, f64::sinh;
+            cosh: __nv_coshf, __nv_cosh, f64::cosh;
+            asinh: __nv_asinhf, __nv_asinh, f64::asinh;
+            acosh: __nv_acoshf, __nv_acosh, f64::acosh;
+            atanh: __nv_atanhf, __nv_atanh, f64::atanh;
+            erf: __nv_erff, __nv_erf, libm::erf;
+            erfc: __nv_erfcf, __nv_erfc, libm::erfc;
+            erfinv: __nv_erfinvf, __nv_erfinv, erfinv_host;
+            lgamma: __nv_lgammaf, __nv_lgamma, libm::lgamma;
+            floor: __nv_floorf, __nv_floor, f64::floor;
+            ceil: __nv_ceilf, __nv_ceil, f64::ceil;
+            round: __nv_rintf, __nv_rint, f64::round_ties_even;
+            trunc: __nv_truncf, __nv_trunc, f64::trunc;
+        }
+    };
+}
+
+/// `$cb!` over the binary functions of [`FloatFns`] that libdevice computes.
+macro_rules! binary_fns {
+    ($cb:ident) => {
+        $cb! {
+            atan2: __nv_atan2f, __nv_atan2, f64::atan2;
+            hypot: __nv_hypotf, __nv_hypot, f64::hypot;
+            fmod: __nv_fmodf, __nv_fmod, |x: f64, y: f64| x % y;
+        }
+    };
+}
+
+macro_rules! declare_fns {
+    ($($name:ident: $nvf:ident, $nvd:ident, $hd:expr;)*) => {
+        #[cfg(target_arch = "nvptx64")]
+        extern "C" {
+            $(fn $nvf(x: f32) -> f32; fn $nvd(x: f64) -> f64;)*
+        }
+    };
+}
+unary_fns!(declare_fns);
+macro_rules! declare_fns2 {
+    ($($name:ident: $nvf:ident, $nvd:ident, $hd:expr;)*) => {
+        #[cfg(target_arch = "nvptx64")]
+        extern "C" {
+            $(fn $nvf(x: f32, y: f32) -> f32; fn $nvd(x: f64, y: f64) -> f64;)*
+        }
+    };
+}
+binary_fns!(declare_fns2);
+
+macro_rules! impl_fns {
+    ($t:ident, $unary:ident, $binary:ident, $sign:expr) => {
+        impl FloatFns for $t {
+            unary_fns!($unary);
+            binary_fns!($binary);
+            #[inline(always)]
+            fn copysign(self, sign: Self) -> Self {
+                <$t>::from_bits((self.to_bits() & !$sign) | (sign.to_bits() & $sign))
+            }
+            #[inline(always)]
+            fn nextafter(self, y: Self) -> Self {
+                if self != self || y != y {
+                    return <$t>::NAN;
+                }
+                if self == y {
+                    return y;
+                }
+                if self == 0.0 {
+                    // The smallest subnormal with `y`'s sign.
+                    return <$t>::from_bits((y.to_bits() & $sign) | 1);
+                }
+                let b = self.to_bits();
+                // Away from zero when `y` is farther out on `self`'s side.
+                let away = (y > self) == (self > 0.0);
+                <$t>::from_bits(if away { b + 1 } else { b - 1 })
+            }
+        }
+    };
+}
+/// The methods of one type from a list of `unary_fns!` or `binary_fns!`: `$nv` names which
+/// libdevice column (`f32`'s or `f64`'s) each method calls, `$host` how the host calls the
+/// `f64` function.
+macro_rules! pick {
+    (@unary $nv:tt $host:tt; $($name:ident: $nvf:ident, $nvd:ident, $hd:expr;)*) => {$(
+        #[inline(always)]
+        fn $name(self) -> Self {
+            #[cfg(target_arch = "nvptx64")]
+            // SAFETY: pure libdevice function.
+            let r = unsafe { pick!(@col $nv $nvf $nvd)(self) };
+            #[cfg(not(target_arch = "nvptx64"))]
+            let r = pick!(@host $host $hd, self);
+            r
+        }
+    )*};
+    (@binary $nv:tt $host:tt; $($name:ident: $nvf:ident, $nvd:ident, $hd:expr;)*) => {$(
+        #[inline(always)]
+        fn $name(self, y: Self) -> Self {
+            #[cfg(target_arch = "nvptx64")]
+            // SAFETY: pure libdevice function.
+            let r = unsafe { pick!(@col $nv $nvf $nvd)(self, y) };
+            #[cfg(not(target_arch = "nvptx64"))]
+            let r = pick!(@host2 $host $hd, self, y);
+            r
+        }
+    )*};
+    // The host computes `f32` functions in `f64` and rounds once: within an ulp where
+    // `std`'s `f32` forms are not (`atanh` near -1 lost 24 ulp).
+    (@host f $hd:expr, $x:expr) => { ($hd)($x as f64) as f32 };
+    (@host d $hd:expr, $x:expr) => { ($hd)($x) };
+    (@host2 f $hd:expr, $x:expr, $y:expr) => { ($hd)($x as f64, $y as f64) as f32 };
+    (@host2 d $hd:expr, $x:expr, $y:expr) => { ($hd)($x, $y) };
+    (@col f $a:tt $b:tt) => { $a };
+    (@col d $a:tt $b:tt) => { $b };
+}
+macro_rules! unary_f32 { ($($x:tt)*) => { pick!(@unary f f; $($x)*); }; }
+macro_rules! unary_f64 { ($($x:tt)*) => { pick!(@unary d d; $($x)*); }; }
+macro_rules! binary_f32 { ($($x:tt)*) => { pick!(@binary f f; $($x)*); }; }
+macro_rules! binary_f64 { ($($x:tt)*) => { pick!(@binary d d; $($x)*); }; }
+impl_fns!(f32, unary_f32, binary_f32, 0x8000_0000u32);
+impl_fns!(f64, unary_f64, binary_f64, 0x8000_0000_0000_0000u64);
+
+/// `erfinv` on the host: Giles' single-precision approximation ("Approximating the erfinv
+/// function", GPU Computing Gems, 2011), then Newton steps on `erf` (on `erfc` toward ±1,
+/// where `1 − x` is exact) in `f64`.
+#[cfg(not(target_arch = "nvptx64"))]
+fn erfinv_host(x: f64) -> f64 {
+    if x.is_nan() || x.abs() > 1.0 {
+        return f64::NAN;
+    }
+    if x.abs() == 1.0 {
+        return f64::INFINITY.copysign(x);
+    }
+    let w = -((1.0 - x) * (1.0 + x)).ln();
+    let p = if w < 5.0 {
+        let w = w - 2.5;
+        [
+            3.432_739_39e-7,
+            -3.523_387_7e-6,
+            -4.391_506_54e-6,
+            2.185_808_7e-4,
+            -1.253_725_03e-3,
+            -4.177_681_64e-3,
+            2.466_407_27e-1,
+            1.501_409_41,
+        ]
+        .iter()
+        .fold(2.810_226_36e-8, |p, c| c + p * w)
+    } else {
+        let w = w.sqrt() - 3.0;
+        [
+            1.009_505_58e-4,
+            1.349_343_22e-3,
+            -3.673_428_44e-3,
+            5.739_507_73e-3,
+            -7.622_461_3e-3,
+            9.438_870_47e-3,
+            1.001_674_06,
+            2.832_976_82,
+        ]
+        .iter()
+        .fold(-2.002_142_57e-4, |p, c| c + p * w)
+    };
+    let (a, mut y) = (x.abs(), (p * x).abs());
+    const TWO_OVER_SQRT_PI: f64 = core::f64::consts::FRAC_2_SQRT_PI;
+    for _ in 0..3 {
+        let d = TWO_OVER_SQRT_PI * (-y * y).exp();
+        if d == 0.0 || !y.is_finite() {
+            break;
+        }
+        y -= if a < 0.5 {
+            (libm::erf(y) - a) / d
+        } else {
+            ((1.0 - a) - libm::erfc(y)) / d
+        };
+    }
+    y.copysign(x)
 }

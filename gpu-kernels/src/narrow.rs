@@ -144,12 +144,30 @@ macro_rules! odd_via_f64 {
 }
 odd_via_f64!(i32, u32);
 
-impl ToF32Odd for u8 {
+impl ToF32Odd for u64 {
     #[inline(always)]
     fn to_f32_odd(self) -> f32 {
-        self as f32
+        let f = self as f32;
+        // Below 2^64 `f` is an integer that `as u64` gives exactly; 2^64 is above every u64.
+        let c = if f >= 1.844_674_4e19 {
+            core::cmp::Ordering::Greater
+        } else {
+            (f as u64).cmp(&self)
+        };
+        odd(f, c, false)
     }
 }
+
+/// Types that `f32` holds exactly.
+macro_rules! exact_in_f32 {
+    ($($t:ty),*) => {$(
+        impl ToF32Odd for $t {
+            #[inline(always)]
+            fn to_f32_odd(self) -> f32 { self as f32 }
+        }
+    )*};
+}
+exact_in_f32!(u8, i8, i16, u16);
 
 impl ToF32Odd for f32 {
     #[inline(always)]

@@ -188,6 +188,12 @@ pub fn program_ops() -> impl Iterator<Item = &'static str> {
     programs::OPS.iter().map(|p| p.op)
 }
 
+/// An op id's inputs and scalar names where it has a program ([`program_ops`]): for the op
+/// ids that run only as programs (`erf`, `gelu`, `bitwise_and`, …), what a caller passes.
+pub fn program_signature(op: &str) -> Option<(usize, &'static [&'static str])> {
+    programs::find(op).map(|p| (p.inputs, p.scalar_names))
+}
+
 /// The output type of op `op` over `inputs` (with `scalars`) when none is asked for: for an
 /// op with an expression ([`program_ops`]) its type, as `torch.result_type` gives it (the
 /// promoted type, scalars weak; `bool` for a comparison; the default float, `f32`, for a
@@ -1046,13 +1052,66 @@ mod tests {
             checked += 1;
         }
         assert!(checked >= 300, "{checked} combinations");
-        // Every program is of an op id with kernels, with their operand and scalar counts.
+        // A program of an op id with kernels has their operand and scalar counts.
+        let mut ids = std::collections::HashSet::new();
         for p in programs::OPS {
-            let inst = instances().find(|i| i.op() == p.op);
-            let inst = inst.unwrap_or_else(|| panic!("`{}` has no family", p.op));
-            let scalars = (inst.builder)().map_or(0, |b| b.scalars.len());
-            assert_eq!((inst.inputs(), scalars), (p.inputs, p.scalars), "{}", p.op);
+            assert!(ids.insert(p.op), "`{}` listed twice", p.op);
+            if let Some(inst) = instances().find(|i| i.op() == p.op) {
+                let scalars = (inst.builder)().map_or(0, |b| b.scalars.len());
+                assert_eq!((inst.inputs(), scalars), (p.inputs, p.scalars), "{}", p.op);
+            }
         }
+    }
+
+    #[test]
+    fn every_program_op_compiles_for_the_types_it_takes() {
+        // Each op id over f32, f16, i32, i8 and bool inputs: it compiles (its text parses,
+        // its names are its operands and scalars), or it is a type error naming the op's
+        // operation (`bitwise_and` of floats), never another error. Float ops run.
+        let mut ran = 0;
+        for p in programs::OPS {
+            let parsed = (p.expr)().unwrap_or_else(|e| panic!("`{}`: {e}", p.op));
+            let mut names = parsed.names();
+            names.sort_unstable();
+            let mut want: Vec<&str> = programs::INPUTS[..p.inputs]
+                .iter()
+                .chain(&programs::SCALARS[..p.scalars])
+                .copied()
+                .collect();
+            want.sort_unstable();
+            assert_eq!(names, want, "`{}`", p.op);
+            for t in [F32, F16, I32, I8, Bool] {
+                let mut types = vec![t; p.inputs + 1];
+                types[0] = match output_type(p.op, &types[1..], &vec![Scalar::I64(1); p.scalars]) {
+                    Ok(o) => o,
+                    Err(Error::ExprType { .. }) => continue,
+                    Err(e) => panic!("`{}` over {t:?}: {e}", p.op),
+                };
+                let scalars = vec![Scalar::I64(1); p.scalars];
+                let op = DynOp::new(p.op, &types, &scalars)
+                    .unwrap_or_else(|e| panic!("`{}` over {t:?}: {e}", p.op));
+                if t == F32 {
+                    let n = 4;
+                    let x: Vec<f32> = vec![0.25, -1.5, 3.0, 0.0];
+                    let ins: Vec<Vec<u8>> = (0..p.inputs)
+                        .map(|_| bytemuck::cast_slice(&x).to_vec())
+                        .collect();
+                    let mut out = vec![0u8; n * types[0].size()];
+                    let l = crate::layout::Layout::contiguous(&[n]).unwrap();
+                    let tensors: Vec<crate::operand::HostTensor> = ins
+                        .iter()
+                        .map(|b| crate::operand::HostTensor::new(b, F32, &l))
+                        .collect();
+                    op.run_cpu(
+                        crate::operand::HostTensorMut::new(&mut out, types[0], &l),
+                        &tensors,
+                    )
+                    .unwrap_or_else(|e| panic!("`{}`: {e}", p.op));
+                    ran += 1;
+                }
+            }
+        }
+        assert!(ran >= 100, "{ran} ops ran");
     }
 
     #[test]

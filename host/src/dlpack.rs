@@ -62,6 +62,9 @@ pub mod type_code {
     pub const BFLOAT: u8 = 4;
     pub const COMPLEX: u8 = 5;
     pub const BOOL: u8 = 6;
+    /// DLPack 1.1's 8-bit floats (`kDLFloat8_e4m3fn`, `kDLFloat8_e5m2`), as PyTorch writes them.
+    pub const FLOAT8_E4M3FN: u8 = 10;
+    pub const FLOAT8_E5M2: u8 = 12;
 }
 
 #[repr(C)]
@@ -137,13 +140,19 @@ pub fn elem_type(dtype: DLDataType, operand: Operand) -> Result<ElemType> {
         (UINT, 32, 1) => ElemType::U32,
         (UINT, 8, 1) => ElemType::U8,
         (BOOL, 8, 1) => ElemType::Bool,
+        (INT, 8, 1) => ElemType::I8,
+        (INT, 16, 1) => ElemType::I16,
+        (UINT, 16, 1) => ElemType::U16,
+        (UINT, 64, 1) => ElemType::U64,
+        (FLOAT8_E4M3FN, 8, 1) => ElemType::F8E4M3,
+        (FLOAT8_E5M2, 8, 1) => ElemType::F8E5M2,
         _ => {
             let kind = match dtype.code {
                 COMPLEX => "complex",
                 OPAQUE_HANDLE => "opaque handle",
                 _ if dtype.lanes != 1 => "vector lanes",
                 _ if dtype.bits < 8 => "sub-byte",
-                7.. => "float8 or another extension type",
+                7.. => "an 8-bit float other than e4m3fn and e5m2, or another extension type",
                 _ => "a width this library has no element type for",
             };
             return Err(Error::DlpackDtype {
@@ -171,6 +180,12 @@ pub fn dl_dtype(t: ElemType) -> Option<DLDataType> {
         ElemType::U32 => (UINT, 32),
         ElemType::U8 => (UINT, 8),
         ElemType::Bool => (BOOL, 8),
+        ElemType::I8 => (INT, 8),
+        ElemType::I16 => (INT, 16),
+        ElemType::U16 => (UINT, 16),
+        ElemType::U64 => (UINT, 64),
+        ElemType::F8E4M3 => (FLOAT8_E4M3FN, 8),
+        ElemType::F8E5M2 => (FLOAT8_E5M2, 8),
         _ => return None,
     };
     Some(DLDataType {
@@ -729,11 +744,11 @@ mod tests {
             ),
             (
                 DLDataType {
-                    code: 10,
+                    code: 9,
                     bits: 8,
                     lanes: 1,
                 },
-                "float8",
+                "8-bit float other than",
             ),
             (
                 DLDataType {
@@ -801,17 +816,7 @@ mod tests {
 
     #[test]
     fn every_elem_type_round_trips_through_its_dtype() {
-        for t in [
-            ElemType::F32,
-            ElemType::F64,
-            ElemType::I32,
-            ElemType::I64,
-            ElemType::U32,
-            ElemType::U8,
-            ElemType::Bool,
-            ElemType::F16,
-            ElemType::BF16,
-        ] {
+        for t in ElemType::ALL {
             assert_eq!(elem_type(dl_dtype(t).unwrap(), "x").unwrap(), t);
         }
     }

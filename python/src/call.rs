@@ -183,14 +183,15 @@ fn allocate<'py>(
             t.empty.bind(py).call((shape,), Some(&kwargs))
         }
         Framework::Cupy | Framework::Numpy => {
-            if elem == ElemType::BF16 {
+            if matches!(elem, ElemType::BF16 | ElemType::F8E4M3 | ElemType::F8E5M2) {
                 return Err(DtypeError::new_err(format!(
-                    "out: {} has no bfloat16; pass out=",
+                    "out: {} has no {}; pass out=",
                     if like.framework == Framework::Cupy {
                         "CuPy"
                     } else {
                         "NumPy"
-                    }
+                    },
+                    framework_name(elem),
                 )));
             }
             let module = py.import(if like.framework == Framework::Cupy {

@@ -8,17 +8,7 @@ use pyo3::types::PyString;
 use strided_apply::ElemType;
 
 /// The element types a Python operand may have.
-pub(crate) const ELEM_TYPES: [ElemType; 9] = [
-    ElemType::F32,
-    ElemType::F64,
-    ElemType::F16,
-    ElemType::BF16,
-    ElemType::I32,
-    ElemType::I64,
-    ElemType::U32,
-    ElemType::U8,
-    ElemType::Bool,
-];
+pub(crate) const ELEM_TYPES: [ElemType; 15] = ElemType::ALL;
 
 /// The dtype name frameworks use (torch, NumPy, CuPy): `float32`, `bfloat16`, …
 pub(crate) fn framework_name(t: ElemType) -> &'static str {
@@ -31,6 +21,12 @@ pub(crate) fn framework_name(t: ElemType) -> &'static str {
         ElemType::I64 => "int64",
         ElemType::U32 => "uint32",
         ElemType::U8 => "uint8",
+        ElemType::I8 => "int8",
+        ElemType::I16 => "int16",
+        ElemType::U16 => "uint16",
+        ElemType::U64 => "uint64",
+        ElemType::F8E4M3 => "float8_e4m3fn",
+        ElemType::F8E5M2 => "float8_e5m2",
         _ => "bool",
     }
 }

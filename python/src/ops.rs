@@ -52,6 +52,16 @@ fn op_table() -> &'static HashMap<&'static str, OpInfo> {
             });
             info.instances.push(inst);
         }
+        // The op ids with no family run as programs over every type combination.
+        for op in dispatch::program_ops() {
+            if let Some((inputs, scalars)) = dispatch::program_signature(op) {
+                table.entry(op).or_insert_with(|| OpInfo {
+                    instances: Vec::new(),
+                    inputs,
+                    scalars,
+                });
+            }
+        }
         table
     })
 }

@@ -22,7 +22,12 @@ pub(crate) struct OpProgram {
     pub(crate) op: &'static str,
     pub(crate) inputs: usize,
     pub(crate) scalars: usize,
-    pub(crate) expr: fn() -> Expr,
+    /// The scalars' names (PyTorch's argument names; `s0`, `s1` where the op's kernels
+    /// name them).
+    pub(crate) scalar_names: &'static [&'static str],
+    /// The expression (an error only for a list entry whose text does not parse, which the
+    /// tests rule out).
+    pub(crate) expr: fn() -> Result<Expr>,
 }
 
 /// The operand and scalar names of an op's expression.
@@ -49,14 +54,29 @@ fn op(code: Opcode, args: Vec<Expr>) -> Expr {
 }
 
 macro_rules! op_programs {
-    ($($name:literal ($inputs:literal, $scalars:literal) => $e:expr;)*) => {
-        /// Every op id that runs as a program where no kernel is instantiated for its types.
-        /// Not listed: the in-place updates (`add_assign`, …, `recip_update`: the output is
-        /// an input), `fill` and `cast` (instantiated for every element type), the
+    ($($name:literal ($inputs:literal, $scalars:literal) => $e:expr;)*
+     text: $($tname:literal ($tinputs:literal $(; $sname:ident)*) => $text:literal;)*) => {
+        /// Every op id that runs as a program where no kernel is instantiated for its types
+        /// (the op set of PyTorch's pointwise ops beyond the kernels: every one runs as a
+        /// program). Not listed: the in-place updates (`add_assign`, …, `recip_update`: the
+        /// output is an input), `fill` and `cast` (instantiated for every element type), the
         /// stencils and the reductions (their own dispatch).
-        pub(crate) static OPS: &[OpProgram] = &[$(
-            OpProgram { op: $name, inputs: $inputs, scalars: $scalars, expr: || $e },
-        )*];
+        pub(crate) static OPS: &[OpProgram] = &[
+            $(OpProgram {
+                op: $name,
+                inputs: $inputs,
+                scalars: $scalars,
+                scalar_names: SCALARS.split_at($scalars).0,
+                expr: || Ok($e),
+            },)*
+            $(OpProgram {
+                op: $tname,
+                inputs: $tinputs,
+                scalars: <[&str]>::len(&[$(stringify!($sname)),*]),
+                scalar_names: &[$(stringify!($sname)),*],
+                expr: || Expr::parse($text),
+            },)*
+        ];
     };
 }
 
@@ -124,6 +144,95 @@ op_programs! {
         Opcode::Add,
         vec![a(), op(Opcode::Mul, vec![c(), op(Opcode::Sub, vec![b(), a()])])],
     );
+    // PyTorch's pointwise ops and activations, in the expression language; where PyTorch's
+    // CUDA kernel has a formula of its own (the activations, `logaddexp`, `xlogy`), the
+    // same formula. Names are PyTorch's; after the input count, the scalars' names (the
+    // expression's `s0`, `s1`, in order).
+    text:
+    "positive" (1) => "a";
+    "sign" (1) => "sign(a)";
+    "sgn" (1) => "sign(a)";
+    "signbit" (1) => "signbit(a)";
+    "reciprocal" (1) => "1 / a";
+    "square" (1) => "a * a";
+    "exp2" (1) => "exp2(a)";
+    "expm1" (1) => "expm1(a)";
+    "log2" (1) => "log2(a)";
+    "log10" (1) => "log10(a)";
+    "log1p" (1) => "log1p(a)";
+    "tan" (1) => "tan(a)";
+    "asin" (1) => "asin(a)";
+    "acos" (1) => "acos(a)";
+    "atan" (1) => "atan(a)";
+    "sinh" (1) => "sinh(a)";
+    "cosh" (1) => "cosh(a)";
+    "asinh" (1) => "asinh(a)";
+    "acosh" (1) => "acosh(a)";
+    "atanh" (1) => "atanh(a)";
+    "erf" (1) => "erf(a)";
+    "erfc" (1) => "erfc(a)";
+    "erfinv" (1) => "erfinv(a)";
+    "lgamma" (1) => "lgamma(a)";
+    "floor" (1) => "floor(a)";
+    "ceil" (1) => "ceil(a)";
+    "round" (1) => "round(a)";
+    "trunc" (1) => "trunc(a)";
+    "frac" (1) => "a - trunc(a)";
+    "isnan" (1) => "isnan(a)";
+    "isinf" (1) => "isinf(a)";
+    "isfinite" (1) => "isfinite(a)";
+    "isposinf" (1) => "isposinf(a)";
+    "isneginf" (1) => "isneginf(a)";
+    "logical_not" (1) => "logical_not(a)";
+    "bitwise_not" (1) => "bitwise_not(a)";
+    "logit" (1) => "log(a / (1 - a))";
+    "deg2rad" (1) => "a * 0.017453292519943295";
+    "rad2deg" (1) => "a * 57.29577951308232";
+    "sinc" (1) => "where(a == 0, 1.0, sin(a * 3.141592653589793) / (a * 3.141592653589793))";
+    "relu6" (1) => "clamp(a, 0, 6)";
+    "elu" (1; alpha) => "where(a > 0, a, s0 * expm1(a))";
+    "selu" (1) => "where(a > 0, a * 1.0507009873554805, expm1(a) * 1.7580993408473766)";
+    "celu" (1; alpha) => "where(a > 0, a, expm1(a * (1 / s0)) * s0)";
+    "leaky_relu" (1; negative_slope) => "where(a > 0, a, a * s0)";
+    "gelu" (1) => "a * 0.5 * (1 + erf(a * 0.7071067811865476))";
+    "gelu_tanh" (1) => "0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * (a * a * a))))";
+    "mish" (1) => "a * tanh(log1p(exp(a)))";
+    "softplus" (1; beta; threshold) => "where(a * s0 > s1, a, log1p(exp(a * s0)) / s0)";
+    "softsign" (1) => "a / (1 + abs(a))";
+    "hardtanh" (1; min_val; max_val) => "clamp(a, s0, s1)";
+    "hardsigmoid" (1) => "clamp(a + 3, 0, 6) * 0.16666666666666666";
+    "hardswish" (1) => "a * clamp(a + 3, 0, 6) * 0.16666666666666666";
+    "logsigmoid" (1) => "minimum(a, 0) - log1p(exp(-abs(a)))";
+    "tanhshrink" (1) => "a - tanh(a)";
+    "threshold" (1; threshold; value) => "where(a <= s0, s1, a)";
+    "true_divide" (2) => "a / b";
+    "floor_divide" (2) => "floor_divide(a, b)";
+    "fmod" (2) => "fmod(a, b)";
+    "remainder" (2) => "remainder(a, b)";
+    "float_power" (2) => "pow(f64(a), f64(b))";
+    "atan2" (2) => "atan2(a, b)";
+    "hypot" (2) => "hypot(a, b)";
+    "copysign" (2) => "copysign(a, b)";
+    "nextafter" (2) => "nextafter(a, b)";
+    "logaddexp" (2) => "where(isinf(a) & (a == b), a, maximum(a, b) + log1p(exp(-abs(a - b))))";
+    "logaddexp2" (2) => "where(isinf(a) & (a == b), a, maximum(a, b) + log1p(exp2(-abs(a - b))) * 1.4426950408889634)";
+    "xlogy" (2) => "where(isnan(b), b, where(a == 0, 0, a * log(b)))";
+    "maximum" (2) => "maximum(a, b)";
+    "minimum" (2) => "minimum(a, b)";
+    "fmax" (2) => "fmax(a, b)";
+    "fmin" (2) => "fmin(a, b)";
+    "logical_and" (2) => "logical_and(a, b)";
+    "logical_or" (2) => "logical_or(a, b)";
+    "logical_xor" (2) => "logical_xor(a, b)";
+    "bitwise_and" (2) => "bitwise_and(a, b)";
+    "bitwise_or" (2) => "bitwise_or(a, b)";
+    "bitwise_xor" (2) => "bitwise_xor(a, b)";
+    "bitwise_left_shift" (2) => "bitwise_left_shift(a, b)";
+    "bitwise_right_shift" (2) => "bitwise_right_shift(a, b)";
+    "ldexp" (2) => "a * pow(2.0, b)";
+    "addcmul" (3; value) => "a + s0 * b * c";
+    "addcdiv" (3; value) => "a + s0 * (b / c)";
+    "clamp_tensor" (3) => "clamp(a, b, c)";
 }
 
 /// `op`'s program entry, if it has one.
@@ -194,7 +303,7 @@ pub(crate) fn compiled(
     if let Some(c) = CACHE.with(|c| c.borrow().get(&key).cloned()) {
         return Ok(c);
     }
-    let c = Arc::new((p.expr)().compile(&args(inputs, scalars), out)?);
+    let c = Arc::new((p.expr)()?.compile(&args(inputs, scalars), out)?);
     CACHE.with(|cache| {
         let mut cache = cache.borrow_mut();
         if cache.len() >= CACHE_ENTRIES {

@@ -34,10 +34,8 @@ pub(crate) struct Hoisted {
 /// Ops worth a launch of their own when their value repeats along an axis.
 fn expensive(op: u8) -> bool {
     use Opcode::*;
-    matches!(
-        Opcode::from_code(op),
-        Some(Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow | Div | Rem)
-    )
+    Opcode::from_code(op)
+        .is_some_and(|o| !o.is_exact() || matches!(o, Sqrt | Rsqrt | Div | Rem | FloorDiv | Fmod))
 }
 
 /// The math type of an instruction's result.
@@ -45,7 +43,9 @@ fn result_class(i: Instr) -> Class {
     let class = Class::from_code(i.class).unwrap_or(Class::F32);
     match Opcode::from_code(i.op) {
         Some(op) if op.is_comparison() => Class::Bool,
-        Some(Opcode::Narrow) => Class::F32,
+        Some(Opcode::Narrow) => strided_apply_expr::ir::elem_of_code(i.arg)
+            .and_then(Class::of)
+            .unwrap_or(Class::F32),
         _ => class,
     }
 }

@@ -36,28 +36,41 @@ struct Ty {
 }
 
 fn category(e: ElemType) -> u8 {
-    match e {
-        ElemType::Bool => 0,
-        ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::BF16 => 2,
-        _ => 1,
+    if e == ElemType::Bool {
+        0
+    } else if e.is_float() {
+        2
+    } else {
+        1
     }
 }
 
-fn is_signed(e: ElemType) -> bool {
-    matches!(e, ElemType::I32 | ElemType::I64)
+fn is_f8(e: ElemType) -> bool {
+    matches!(e, ElemType::F8E4M3 | ElemType::F8E5M2)
 }
 
-/// `torch.promote_types` over the element types the library has.
-pub fn promote_types(a: ElemType, b: ElemType) -> ElemType {
+/// `torch.promote_types` over the element types the library has. Two differences: the
+/// unsigned types wider than `u8` promote with the signed ones as NumPy's do (to the next
+/// wider signed type; PyTorch refuses them), except `u64` with a signed type, which no type
+/// holds (refused, as PyTorch does); the 8-bit floats promote with nothing but themselves
+/// (as PyTorch).
+pub fn promote_types(a: ElemType, b: ElemType) -> Result<ElemType> {
     use ElemType::*;
     if a == b {
-        return a;
+        return Ok(a);
+    }
+    if is_f8(a) || is_f8(b) {
+        return Err(type_error(format!(
+            "{} and {} do not promote: 8-bit floats are storage types (cast to f32 first, as PyTorch asks)",
+            a.name(),
+            b.name()
+        )));
     }
     let (ca, cb) = (category(a), category(b));
     if ca != cb {
-        return if ca > cb { a } else { b };
+        return Ok(if ca > cb { a } else { b });
     }
-    match ca {
+    Ok(match ca {
         0 => Bool,
         2 => {
             if a == F64 || b == F64 {
@@ -69,7 +82,7 @@ pub fn promote_types(a: ElemType, b: ElemType) -> ElemType {
         }
         _ => {
             let (sa, sb) = (a.size(), b.size());
-            match (is_signed(a), is_signed(b)) {
+            match (a.is_signed_int(), b.is_signed_int()) {
                 (true, true) | (false, false) => {
                     if sa >= sb {
                         a
@@ -80,16 +93,27 @@ pub fn promote_types(a: ElemType, b: ElemType) -> ElemType {
                 (true, false) if sa > sb => a,
                 (false, true) if sb > sa => b,
                 // An unsigned type with a signed one no wider: the next wider signed type.
-                _ => I64,
+                _ => match sa.max(sb) {
+                    1 => I16,
+                    2 => I32,
+                    4 => I64,
+                    _ => {
+                        return Err(type_error(format!(
+                            "{} and {} do not promote: no integer type holds both (cast one first)",
+                            a.name(),
+                            b.name()
+                        )))
+                    }
+                },
             }
         }
-    }
+    })
 }
 
-fn promote(a: Ty, b: Ty) -> Ty {
-    match (a.weak, b.weak) {
+fn promote(a: Ty, b: Ty) -> Result<Ty> {
+    Ok(match (a.weak, b.weak) {
         (false, false) => Ty {
-            elem: promote_types(a.elem, b.elem),
+            elem: promote_types(a.elem, b.elem)?,
             weak: false,
         },
         (false, true) | (true, false) => {
@@ -110,7 +134,7 @@ fn promote(a: Ty, b: Ty) -> Ty {
                 b
             }
         }
-    }
+    })
 }
 
 fn class(e: ElemType) -> Result<Class> {
@@ -171,7 +195,7 @@ impl Lower<'_> {
             Node::Float(_) => weak(ElemType::F32),
             Node::Bool(_) => weak(ElemType::Bool),
             Node::Cast(_, t) => strong(*t),
-            Node::TrueDiv(a, b) => to_float(promote(self.ty(a)?, self.ty(b)?)),
+            Node::TrueDiv(a, b) => to_float(promote(self.ty(a)?, self.ty(b)?)?),
             Node::Op(op, args) => {
                 if matches!(
                     op,
@@ -336,10 +360,10 @@ impl Lower<'_> {
                 let from = class_meeting(ty, *t)?;
                 self.emit(a, from)?;
                 match t {
-                    ElemType::F16 | ElemType::BF16 => {
+                    t if narrowed(*t) => {
                         let code = elem_code(*t).unwrap_or(0);
                         self.push(Opcode::Narrow, from, code)?;
-                        self.convert(Class::F32, want)
+                        self.convert(class(*t)?, want)
                     }
                     _ => {
                         let to = class(*t)?;
@@ -368,10 +392,53 @@ impl Lower<'_> {
                     self.emit(a, c)?;
                 }
                 self.push(*op, operands, 0)?;
+                let t = op_type(*op, &tys)?.elem;
+                if narrowed(t) && !t.is_float() && !stays_in_range(*op) {
+                    // An `i8`, `i16` or `u16` result computed in `I32`: wrapped to its width.
+                    self.push(Opcode::Narrow, result, elem_code(t).unwrap_or(0))?;
+                }
                 self.convert(result, want)
             }
         }
     }
+}
+
+/// Element types whose values a program holds in a wider math type (`Class::of`): a cast to
+/// one is a `Narrow` (rounding or wrapping to it), and an integer one is wrapped after
+/// every op that can leave its range.
+fn narrowed(e: ElemType) -> bool {
+    Class::of(e).is_some_and(|c| c.elem() != e)
+}
+
+/// Ops whose result lies in the range of their operands' integer type when the operands
+/// do (no wrap needed for `i8`, `i16`, `u16`).
+fn stays_in_range(op: Opcode) -> bool {
+    use Opcode::*;
+    op.is_comparison()
+        || matches!(
+            op,
+            Min | Max
+                | Clamp
+                | Where
+                | Relu
+                | Floor
+                | Ceil
+                | Round
+                | Trunc
+                | Fmin
+                | Fmax
+                | Rem
+                | Fmod
+                | BitAnd
+                | BitOr
+                | BitXor
+                | Shr
+                | Sign
+                | And
+                | Or
+                | Xor
+                | Not
+        )
 }
 
 /// The math type a value of type `ty` is computed in when it goes to element type
@@ -379,7 +446,7 @@ impl Lower<'_> {
 /// the target's at once, f64 for a 16-bit target (rounded once there), not f32 first.
 fn class_meeting(ty: Ty, target: ElemType) -> Result<Class> {
     match (ty.weak, target) {
-        (true, ElemType::F16 | ElemType::BF16) if category(ty.elem) > 0 => Ok(Class::F64),
+        (true, t) if t.is_float() && narrowed(t) && category(ty.elem) > 0 => Ok(Class::F64),
         (true, _) if category(ty.elem) > 0 => class(target),
         _ => class(ty.elem),
     }
@@ -396,58 +463,123 @@ fn to_float(t: Ty) -> Ty {
     }
 }
 
-fn promote_all(tys: &[Ty]) -> Ty {
+fn promote_all(tys: &[Ty]) -> Result<Ty> {
     let mut t = tys[0];
     for &u in &tys[1..] {
-        t = promote(t, u);
+        t = promote(t, u)?;
     }
-    t
+    Ok(t)
+}
+
+/// How an op types its operands and result: one list per kind, so an op added to the
+/// language is typed by adding it to one of them.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Computed in a float type (integers and bools go to the default float, `f32`).
+    FloatFn,
+    /// A float op that PyTorch defines for floats only.
+    FloatOnly,
+    /// Rounding: floats round, integers are unchanged.
+    Rounding,
+    /// Bool results of any number (`isnan` …).
+    Test,
+    /// Bool operands and result (`logical_and` …).
+    Logical,
+    /// Integers and bools (`bitwise_and` …).
+    Bitwise,
+    /// Integers only (shifts).
+    Shift,
+    /// Numbers, not bools.
+    Arith,
+    /// Comparisons: any promoted pair, a bool result.
+    Compare,
+    Where,
+    /// Not an op of the language (`load`, `const`, `cast`, `narrow`).
+    Internal,
+}
+
+fn kind(op: Opcode) -> Kind {
+    use Opcode::*;
+    match op {
+        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow | Erf | Erfc | Erfinv
+        | Lgamma | Exp2 | Expm1 | Log2 | Log10 | Log1p | Tan | Asin | Acos | Atan | Sinh | Cosh
+        | Asinh | Acosh | Atanh | Atan2 | Hypot | Copysign => Kind::FloatFn,
+        Nextafter => Kind::FloatOnly,
+        Floor | Ceil | Round | Trunc => Kind::Rounding,
+        IsNan | IsInf | IsFinite | IsPosInf | IsNegInf | SignBit => Kind::Test,
+        And | Or | Not | Xor => Kind::Logical,
+        BitAnd | BitOr | BitXor | BitNot => Kind::Bitwise,
+        Shl | Shr => Kind::Shift,
+        Eq | Ne | Lt | Le | Gt | Ge => Kind::Compare,
+        Where => Kind::Where,
+        Load | Const | Cast | Narrow => Kind::Internal,
+        Neg | Abs | Relu | Sign | Add | Sub | Mul | Div | Rem | Min | Max | FloorDiv | Fmod
+        | Fmin | Fmax | Fma | Clamp => Kind::Arith,
+    }
+}
+
+/// The promoted type of an op's operands (a `where`'s condition aside).
+fn operands_type(op: Opcode, tys: &[Ty]) -> Result<Ty> {
+    match kind(op) {
+        Kind::Where => promote(tys[1], tys[2]),
+        _ => promote_all(tys),
+    }
 }
 
 /// The math type an op's operands are computed in (a `where`'s condition aside).
 fn operand_class(op: Opcode, tys: &[Ty]) -> Result<Class> {
-    use Opcode::*;
-    let t = match op {
-        And | Or | Not => return Ok(Class::Bool),
-        Where => promote(tys[1], tys[2]),
-        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow => to_float(promote_all(tys)),
-        _ => promote_all(tys),
-    };
-    class(t.elem)
+    let t = operands_type(op, tys)?;
+    match kind(op) {
+        Kind::Logical => Ok(Class::Bool),
+        Kind::FloatFn => class(to_float(t).elem),
+        _ => class(t.elem),
+    }
 }
 
 /// The type of an op's result, or why the op does not take these operands.
 fn op_type(op: Opcode, tys: &[Ty]) -> Result<Ty> {
-    use Opcode::*;
     let name = op.name();
-    let t = match op {
-        Where => promote(tys[1], tys[2]),
-        And | Or | Not => {
-            return Ok(Ty {
-                elem: ElemType::Bool,
-                weak: tys.iter().all(|t| t.weak),
-            })
-        }
-        _ => promote_all(tys),
-    };
-    let cat = category(t.elem);
-    match op {
-        Eq | Ne | Lt | Le | Gt | Ge => Ok(Ty {
-            elem: ElemType::Bool,
-            weak: t.weak,
-        }),
-        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow => Ok(to_float(t)),
-        Add | Sub | Mul | Div | Min | Max | Fma | Clamp | Neg | Abs | Relu | Rem if cat == 0 => {
-            Err(type_error(format!(
-                "`{name}` of bools: cast them to a number type first (e.g. i32(x))"
-            )))
-        }
-        Rem if cat == 2 => Err(type_error(format!(
-            "`{name}` (`%`) of floats is not in the op set yet; it takes integers"
-        ))),
-        Load | Const | Cast | Narrow => Err(type_error(format!(
+    let k = kind(op);
+    if k == Kind::Internal {
+        return Err(type_error(format!(
             "`{name}` is not an op of the expression language"
-        ))),
+        )));
+    }
+    let t = operands_type(op, tys)?;
+    let boolean = Ty {
+        elem: ElemType::Bool,
+        weak: t.weak,
+    };
+    if is_f8(t.elem) {
+        return Err(type_error(format!(
+            "`{name}` of {}: 8-bit floats are storage types, as in PyTorch (cast to f32 first, e.g. f32(x))",
+            t.elem.name()
+        )));
+    }
+    let cat = category(t.elem);
+    let refuse = |what: &str| {
+        Err(type_error(format!(
+            "`{name}` of {}: {what}",
+            if cat == 0 {
+                "bools".to_string()
+            } else {
+                t.elem.name().to_string()
+            }
+        )))
+    };
+    match k {
+        Kind::Logical => Ok(Ty {
+            elem: ElemType::Bool,
+            weak: tys.iter().all(|t| t.weak),
+        }),
+        Kind::Compare | Kind::Test => Ok(boolean),
+        Kind::FloatFn => Ok(to_float(t)),
+        Kind::FloatOnly if cat != 2 => refuse("it takes floats only (cast first, e.g. f32(x))"),
+        Kind::Rounding | Kind::Arith if cat == 0 => {
+            refuse("cast them to a number type first (e.g. i32(x))")
+        }
+        Kind::Bitwise if cat == 2 => refuse("it takes integers and bools only"),
+        Kind::Shift if cat != 1 => refuse("it takes integers only"),
         _ => Ok(t),
     }
 }
@@ -510,6 +642,14 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
     let result = class_meeting(ty, out)?;
     l.emit(e, result)?;
     let code = elem_code(out).ok_or_else(|| type_error(format!("output {}", out.name())))?;
+    // A last wrap to the output's own integer type is the store's: dropped (so `a + b` of
+    // `i8` is the one-op program the one-op kernels run).
+    if let Some(last) = l.n.checked_sub(1).map(|i| l.p.instrs[i]) {
+        if last.op == Opcode::Narrow as u8 && last.class == result as u8 && last.arg == code {
+            l.n -= 1;
+            l.p.instrs[l.n] = Instr::default();
+        }
+    }
     for (i, &b) in l.consts.iter().enumerate() {
         l.p.consts[i] = b;
     }

@@ -265,6 +265,7 @@ fn scalar_bits(name: &str, kind: ScalarKind, class: Class, v: Scalar) -> Result<
             Class::I64 => (i64::MIN.into(), i64::MAX.into()),
             Class::U32 => (0, u32::MAX.into()),
             Class::U8 => (0, u8::MAX.into()),
+            Class::U64 => (0, u64::MAX.into()),
             Class::Bool => (0, 1),
             Class::F32 | Class::F64 => (i128::MIN, i128::MAX),
         };

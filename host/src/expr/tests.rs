@@ -1275,11 +1275,37 @@ fn type_errors() {
         Err(Error::ExprType { reason }) => reason,
         other => panic!("expected ExprType, got {other:?}"),
     };
-    let r = type_err(compile("a % b", &[("a", t(F32)), ("b", t(F32))]));
-    assert!(r.contains("remainder"), "{r}");
-    type_err(compile("a % 2", &[("a", t(F16))]));
-    type_err(compile("a % 2.5", &[("a", t(I32))]));
+    // Remainders of floats are PyTorch's `remainder`.
+    compile("a % b", &[("a", t(F32)), ("b", t(F32))]).unwrap();
+    compile("a % 2.5", &[("a", t(I32))]).unwrap();
     compile("a % b", &[("a", t(I32)), ("b", t(U8))]).unwrap();
+    // Each op kind refuses the types PyTorch refuses, naming the op and the type.
+    for (text, ty, words) in [
+        ("bitwise_and(a, a)", F32, ["bitwise_and", "f32"]),
+        ("bitwise_not(a)", F16, ["bitwise_not", "f16"]),
+        (
+            "bitwise_left_shift(a, a)",
+            Bool,
+            ["bitwise_left_shift", "bools"],
+        ),
+        (
+            "bitwise_right_shift(a, a)",
+            F64,
+            ["bitwise_right_shift", "f64"],
+        ),
+        ("nextafter(a, a)", I32, ["nextafter", "i32"]),
+        ("floor(a)", Bool, ["floor", "bools"]),
+        ("a + a", F8E4M3, ["add", "f8e4m3fn"]),
+        ("sin(a)", F8E5M2, ["sin", "f8e5m2"]),
+    ] {
+        let r = type_err(compile(text, &[("a", t(ty))]));
+        assert!(words.iter().all(|w| r.contains(w)), "{text}: {r}");
+    }
+    // Casting 8-bit floats in and out is fine; so are the new ops on their types.
+    compile("f32(a) * 2", &[("a", t(F8E4M3))]).unwrap();
+    compile("f8e5m2(a)", &[("a", t(F32))]).unwrap();
+    compile("bitwise_xor(a, a) + floor(a)", &[("a", t(I8))]).unwrap();
+    compile("erf(a) + isnan(a)", &[("a", t(I16))]).unwrap();
     let r = type_err(compile("a + b", &[("a", t(Bool)), ("b", t(Bool))]));
     assert!(r.contains("bool"), "{r}");
     type_err(compile("a * (a < a)", &[("a", t(Bool))]));
@@ -1619,9 +1645,37 @@ fn promote_types_follows_pytorch() {
         (F64, F64, F64),
     ];
     assert_eq!(table.len(), 45);
-    for &(a, b, want) in table {
-        assert_eq!(promote_types(a, b), want, "{a:?} + {b:?}");
-        assert_eq!(promote_types(b, a), want, "{b:?} + {a:?}");
+    // The narrow signed integers (torch.promote_types gives these too).
+    #[rustfmt::skip]
+    let narrow: &[(ElemType, ElemType, ElemType)] = &[
+        (Bool, I8, I8), (U8, I8, I16), (I8, I16, I16), (I8, I32, I32), (I8, I64, I64),
+        (I8, U32, I64), (I8, F16, F16), (I8, BF16, BF16), (I8, F32, F32), (I8, F64, F64),
+        (Bool, I16, I16), (U8, I16, I16), (I16, I32, I32), (I16, I64, I64), (I16, F16, F16),
+        (I16, F64, F64),
+        // Unsigned types past u8 with floats and bools (as torch); with other integers as
+        // NumPy (torch refuses them).
+        (Bool, U16, U16), (U16, F16, F16), (U16, F32, F32), (U64, BF16, BF16),
+        (U64, F64, F64), (Bool, U64, U64), (U8, U16, U16), (U16, I8, I32), (U16, I16, I32),
+        (U16, I32, I32), (U16, U64, U64), (U32, U64, U64),
+        (F8E4M3, F8E4M3, F8E4M3), (F8E5M2, F8E5M2, F8E5M2),
+    ];
+    for &(a, b, want) in table.iter().chain(narrow) {
+        assert_eq!(promote_types(a, b).unwrap(), want, "{a:?} + {b:?}");
+        assert_eq!(promote_types(b, a).unwrap(), want, "{b:?} + {a:?}");
+    }
+    // No type holds u64 and a signed integer; 8-bit floats promote with nothing else
+    // (torch: "Promotion for Float8 Types is not supported").
+    for (a, b) in [
+        (U64, I64),
+        (U64, I8),
+        (F8E4M3, F32),
+        (F8E5M2, F8E4M3),
+        (F8E4M3, Bool),
+    ] {
+        for (x, y) in [(a, b), (b, a)] {
+            let e = promote_types(x, y).unwrap_err().to_string();
+            assert!(e.contains(x.name()) && e.contains(y.name()), "{e}");
+        }
     }
 }
 
@@ -2171,12 +2225,17 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
 #[test]
 fn the_fast_path_gives_the_general_interpreters_bits() {
     use strided_apply_expr::eval::{
-        fast_class, fast_word, run_fast, Eval, FAST_INPUTS, FAST_SLOTS,
+        fast_allows, fast_class, fast_word, run_fast, Eval, FAST_INPUTS, FAST_SLOTS,
     };
     use strided_apply_expr::ir::{Instr, Opcode};
-    // Distinct codes: loads by (input, slot), every other op by (opcode, slot).
+    // Distinct codes: loads by (input, slot), every op of the fast paths by (op, slot).
     let mut seen = std::collections::HashMap::new();
-    for (op, arity) in Opcode::ALL.iter().map(|&o| (o, o.arity())) {
+    let fast_op = |o: Opcode| o == Opcode::Load || fast_allows(true, o) || fast_allows(false, o);
+    for (op, arity) in Opcode::ALL
+        .iter()
+        .filter(|&&o| fast_op(o))
+        .map(|&o| (o, o.arity()))
+    {
         for slot in 0..FAST_SLOTS as u8 {
             let inputs = if op == Opcode::Load {
                 FAST_INPUTS as u8
@@ -2918,4 +2977,320 @@ fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
     ] {
         assert_eq!(of(text, F32), None, "{text}");
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// The op set's further ops and the narrow element types, on the CPU twin.
+// ---------------------------------------------------------------------------------------
+
+/// `text` over one-dimensional tensors of type `t`, the output's bits.
+fn run1(text: &str, args: &[(&str, ElemType, Vec<u64>)]) -> Vec<u64> {
+    eval_1d(text, args, &[], None)
+        .unwrap_or_else(|e| panic!("{text}: {e}"))
+        .1
+}
+
+fn ints(t: ElemType, xs: &[i64]) -> Vec<u64> {
+    let mask = strided_apply_expr::value::width_mask(t);
+    xs.iter().map(|&x| x as u64 & mask).collect()
+}
+
+#[test]
+fn narrow_integers_wrap_at_their_own_width() {
+    let i8s = |xs: &[i64]| ints(I8, xs);
+    let a = i8s(&[100, -128, 127, -128, 1, 1, -1, 5]);
+    let b = i8s(&[100, -1, 1, -1, 7, 8, 9, -1]);
+    let c = i8s(&[2, 1, 1, 1, 1, 1, 1, 1]);
+    let args = |xs: &[(&'static str, &Vec<u64>)]| -> Vec<(&'static str, ElemType, Vec<u64>)> {
+        xs.iter().map(|(n, v)| (*n, I8, (*v).clone())).collect()
+    };
+    assert_eq!(
+        run1("a + b", &args(&[("a", &a), ("b", &b)])),
+        i8s(&[-56, 127, -128, 127, 8, 9, 8, 4])
+    );
+    // The sum wraps before the division, as PyTorch's `(a + b) // c` on int8 does.
+    assert_eq!(
+        run1(
+            "floor_divide(a + b, c)",
+            &args(&[("a", &a), ("b", &b), ("c", &c)])
+        )[0],
+        i8s(&[-28])[0]
+    );
+    // MIN / -1 and -MIN wrap; shifts as PyTorch (by the width or more, or negative).
+    assert_eq!(
+        run1("trunc_div(a, b)", &args(&[("a", &a), ("b", &b)]))[1],
+        i8s(&[-128])[0]
+    );
+    assert_eq!(run1("-a", &args(&[("a", &a)]))[1], i8s(&[-128])[0]);
+    assert_eq!(
+        run1("bitwise_left_shift(a, b)", &args(&[("a", &a), ("b", &b)]))[4..],
+        i8s(&[-128, 0, 0, 0])[..]
+    );
+    assert_eq!(
+        run1("bitwise_right_shift(a, b)", &args(&[("a", &a), ("b", &b)]))[4..],
+        i8s(&[0, 0, -1, 0])[..]
+    );
+    // u16 and u64 wrap as unsigned types.
+    let u16s = ints(U16, &[0, 5, 65535]);
+    let one = ints(U16, &[1, 1, 1]);
+    assert_eq!(
+        run1("a - b", &[("a", U16, u16s.clone()), ("b", U16, one)]),
+        ints(U16, &[65535, 4, 65534])
+    );
+    assert_eq!(
+        run1("bitwise_not(a)", &[("a", U16, u16s)]),
+        ints(U16, &[65535, 65530, 0])
+    );
+    let big = vec![u64::MAX, 1 << 63, 3];
+    assert_eq!(
+        run1("a + 1", &[("a", U64, big.clone())]),
+        vec![0, (1 << 63) + 1, 4]
+    );
+    assert_eq!(run1("a > 2", &[("a", U64, big.clone())]), vec![1, 1, 1]);
+    assert_eq!(
+        run1("floor_divide(a, 2)", &[("a", U64, big)]),
+        vec![u64::MAX / 2, 1 << 62, 1]
+    );
+    // i16 with i8 promotes to i16; u8 with i8 to i16 (torch.promote_types).
+    let (t, v) = eval_1d(
+        "a * b",
+        &[
+            ("a", I16, ints(I16, &[300, -300])),
+            ("b", I8, i8s(&[200 - 256, 100])),
+        ],
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(
+        (t, v),
+        (
+            I16,
+            ints(
+                I16,
+                &[(300 * -56) as i16 as i64, (-300 * 100) as i16 as i64]
+            )
+        )
+    );
+    let (t, _) = eval_1d(
+        "a + b",
+        &[("a", U8, vec![1]), ("b", I8, vec![1])],
+        &[],
+        None,
+    )
+    .unwrap();
+    assert_eq!(t, I16);
+}
+
+#[test]
+fn integer_division_ops_follow_pytorch() {
+    let a = ints(I32, &[-7, 7, -7, 7, 5, i32::MIN as i64]);
+    let b = ints(I32, &[2, -2, -2, 2, 0, -1]);
+    let run = |text: &str| run1(text, &[("a", I32, a.clone()), ("b", I32, b.clone())]);
+    // floor_divide rounds down; by zero gives 0 (PyTorch raises on the CPU).
+    assert_eq!(
+        run("floor_divide(a, b)"),
+        ints(I32, &[-4, -4, 3, 3, 0, i32::MIN as i64])
+    );
+    // fmod takes the dividend's sign, remainder the divisor's.
+    assert_eq!(run("fmod(a, b)"), ints(I32, &[-1, 1, -1, 1, 0, 0]));
+    assert_eq!(run("remainder(a, b)"), ints(I32, &[1, -1, -1, 1, 0, 0]));
+    assert_eq!(
+        run1("sign(a)", &[("a", I32, a.clone())]),
+        ints(I32, &[-1, 1, -1, 1, 1, -1])
+    );
+    assert_eq!(
+        run("bitwise_and(a, b)"),
+        ints(I32, &[0, 6, -8, 2, 0, i32::MIN as i64])
+    );
+    assert_eq!(run("fmax(a, b)"), ints(I32, &[2, 7, -2, 7, 5, -1]));
+    // Rounding an integer keeps it; the tests of a value hold as for numbers.
+    assert_eq!(
+        run("floor(a) + round(b)"),
+        ints(I32, &[-5, 5, -9, 9, 5, (i32::MIN as i64 - 1) as i32 as i64])
+    );
+    assert_eq!(run("isfinite(a) & !isnan(b) & !isinf(a)"), vec![1; 6]);
+    assert_eq!(
+        run1("signbit(a)", &[("a", I32, a.clone())]),
+        vec![1, 0, 1, 0, 0, 1]
+    );
+}
+
+/// The distance in units in the last place between two finite `f32` values.
+fn ulps32(x: f32, y: f32) -> u64 {
+    let key = |v: f32| {
+        let b = v.to_bits() as i64;
+        if b < 0x8000_0000 {
+            b
+        } else {
+            0x8000_0000 - b
+        }
+    };
+    (key(x) - key(y)).unsigned_abs()
+}
+
+#[test]
+fn float_functions_are_within_their_bounds_of_an_f64_reference() {
+    use gpu_kernels::math::FloatFns;
+    // (name, reference, lowest input, highest input, ulps; 0: exact).
+    type F = fn(f64) -> f64;
+    let unary: &[(&str, F, f64, f64, u64)] = &[
+        ("erf", FloatFns::erf, -4.0, 4.0, 2),
+        ("erfc", FloatFns::erfc, -4.0, 9.0, 4),
+        ("erfinv", FloatFns::erfinv, -0.999, 0.999, 4),
+        ("lgamma", FloatFns::lgamma, 0.1, 30.0, 4),
+        ("exp2", f64::exp2, -20.0, 20.0, 2),
+        ("expm1", f64::exp_m1, -5.0, 5.0, 2),
+        ("log2", f64::log2, 1e-3, 1e3, 2),
+        ("log10", f64::log10, 1e-3, 1e3, 2),
+        ("log1p", f64::ln_1p, -0.9, 1e3, 2),
+        ("tan", f64::tan, -1.5, 1.5, 4),
+        ("asin", f64::asin, -1.0, 1.0, 2),
+        ("acos", f64::acos, -1.0, 1.0, 2),
+        ("atan", f64::atan, -50.0, 50.0, 2),
+        ("sinh", f64::sinh, -10.0, 10.0, 2),
+        ("cosh", f64::cosh, -10.0, 10.0, 2),
+        ("asinh", f64::asinh, -50.0, 50.0, 2),
+        ("acosh", f64::acosh, 1.0, 50.0, 2),
+        ("atanh", f64::atanh, -0.99, 0.99, 2),
+        ("floor", f64::floor, -100.0, 100.0, 0),
+        ("ceil", f64::ceil, -100.0, 100.0, 0),
+        ("round", f64::round_ties_even, -100.0, 100.0, 0),
+        ("trunc", f64::trunc, -100.0, 100.0, 0),
+    ];
+    let mut r = Rng::new(39);
+    let n = 512;
+    for &(name, f, lo, hi, bound) in unary {
+        // Random values in the domain, and halves (ties of `round`).
+        let xs: Vec<f32> = (0..n)
+            .map(|i| {
+                if i % 8 == 0 {
+                    ((lo + (hi - lo) * r.unit()) as f32 * 2.0).round() / 2.0
+                } else {
+                    (lo + (hi - lo) * r.unit()) as f32
+                }
+            })
+            .map(|x| x.clamp(lo as f32, hi as f32))
+            .collect();
+        let got = run1(&format!("{name}(a)"), &[("a", F32, f32s(&xs))]);
+        for (x, g) in xs.iter().zip(got) {
+            let want = f(*x as f64) as f32;
+            let g = f32::from_bits(g as u32);
+            assert!(ulps32(g, want) <= bound, "{name}({x}) = {g}, want {want}");
+        }
+    }
+    type G = fn(f64, f64) -> f64;
+    let binary: &[(&str, G, u64)] = &[
+        ("atan2", f64::atan2, 2),
+        ("hypot", f64::hypot, 1),
+        ("fmod", |x, y| x % y, 0),
+        ("copysign", f64::copysign, 0),
+        ("fmin", f64::min, 0),
+        ("fmax", f64::max, 0),
+        ("remainder", |x, y| x - (x / y).floor() * y, 1),
+        ("floor_divide", |x, y| (x / y).floor(), 0),
+    ];
+    for &(name, f, bound) in binary {
+        let xs: Vec<f32> = (0..n).map(|_| (200.0 * r.unit() - 100.0) as f32).collect();
+        let ys: Vec<f32> = (0..n).map(|_| (20.0 * r.unit() - 10.0) as f32).collect();
+        let got = run1(
+            &format!("{name}(a, b)"),
+            &[("a", F32, f32s(&xs)), ("b", F32, f32s(&ys))],
+        );
+        for ((x, y), g) in xs.iter().zip(&ys).zip(got) {
+            let want = f(*x as f64, *y as f64) as f32;
+            let g = f32::from_bits(g as u32);
+            assert!(
+                ulps32(g, want) <= bound,
+                "{name}({x}, {y}) = {g}, want {want}"
+            );
+        }
+    }
+    // NaN operands: fmin/fmax take the other one; nextafter steps by one ulp.
+    let nan = f32::NAN;
+    let got = run1(
+        "fmin(a, b) + fmax(b, a)",
+        &[("a", F32, f32s(&[nan, 1.0])), ("b", F32, f32s(&[2.0, nan]))],
+    );
+    assert_eq!(got, f32s(&[4.0, 2.0]));
+    let got = run1(
+        "nextafter(a, b)",
+        &[
+            ("a", F32, f32s(&[1.0, 0.0])),
+            ("b", F32, f32s(&[2.0, -1.0])),
+        ],
+    );
+    assert_eq!(
+        got,
+        vec![(1.0f32 + f32::EPSILON).to_bits() as u64, 0x8000_0001]
+    );
+}
+
+#[test]
+fn value_tests_and_sign_of_floats() {
+    let xs = [
+        f32::NAN,
+        f32::INFINITY,
+        f32::NEG_INFINITY,
+        -0.0,
+        0.0,
+        -2.5,
+        3.0,
+    ];
+    let run = |text: &str| run1(text, &[("a", F32, f32s(&xs))]);
+    assert_eq!(run("isnan(a)"), vec![1, 0, 0, 0, 0, 0, 0]);
+    assert_eq!(run("isinf(a)"), vec![0, 1, 1, 0, 0, 0, 0]);
+    assert_eq!(run("isfinite(a)"), vec![0, 0, 0, 1, 1, 1, 1]);
+    assert_eq!(run("isposinf(a)"), vec![0, 1, 0, 0, 0, 0, 0]);
+    assert_eq!(run("isneginf(a)"), vec![0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(run("signbit(a)"), vec![0, 0, 1, 1, 0, 1, 0]);
+    // sign: (0 < x) - (x < 0), so NaN gives 0, as PyTorch.
+    assert_eq!(run("sign(a)"), f32s(&[0.0, 1.0, -1.0, 0.0, 0.0, -1.0, 1.0]));
+    assert_eq!(
+        run("where(isnan(a), 0, a)"),
+        f32s(&[0.0, f32::INFINITY, f32::NEG_INFINITY, -0.0, 0.0, -2.5, 3.0])
+    );
+}
+
+#[test]
+fn float8_and_narrow_casts_round_as_pytorch() {
+    use gpu_kernels::float8::{f32_to_f8e4m3fn, f32_to_f8e5m2, f8e4m3fn, f8e4m3fn_to_f32};
+    let xs = [
+        0.0f32,
+        -0.0,
+        1.0625,
+        447.0,
+        464.0,
+        480.0,
+        1e-3,
+        -3.3,
+        f32::NAN,
+        f32::INFINITY,
+    ];
+    let got = run1("f8e4m3fn(a)", &[("a", F32, f32s(&xs))]);
+    let want: Vec<u64> = xs.iter().map(|&x| f32_to_f8e4m3fn(x).0 as u64).collect();
+    assert_eq!(got, want);
+    let got = run1("f8e5m2(a)", &[("a", F32, f32s(&xs))]);
+    let want: Vec<u64> = xs.iter().map(|&x| f32_to_f8e5m2(x).0 as u64).collect();
+    assert_eq!(got, want);
+    // Every code widens exactly; arithmetic goes through f32.
+    let codes: Vec<u64> = (0..256).collect();
+    let got = run1("f32(a) * 2", &[("a", F8E4M3, codes.clone())]);
+    for (c, g) in codes.iter().zip(got) {
+        let want = f8e4m3fn_to_f32(f8e4m3fn(*c as u8)) * 2.0;
+        let g = f32::from_bits(g as u32);
+        assert!(
+            g == want || (g.is_nan() && want.is_nan()),
+            "{c:#x}: {g} {want}"
+        );
+    }
+    // Floats to narrow integers saturate (NaN gives 0), as every cast here.
+    let got = run1(
+        "i8(a)",
+        &[("a", F32, f32s(&[300.0, -300.0, f32::NAN, -5.7]))],
+    );
+    assert_eq!(got, ints(I8, &[127, -128, 0, -5]));
+    // An i32 to i8 wraps.
+    let got = run1("i8(a)", &[("a", I32, ints(I32, &[300, -129]))]);
+    assert_eq!(got, ints(I8, &[44, 127]));
 }
