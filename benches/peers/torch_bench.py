@@ -30,6 +30,9 @@ GROUPS = {
     "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
                "amax_dim1_f32", "sumsq_all_f32", "argmax_dim1_f32", "sqdiff_all_f32"],
     "reduce_rows": ["sum_rows16_f32", "sum_rows128_f32", "argmax_rows128_f32", "sum_rows512_bf16"],
+    "opset": ["opset_erf_broadcast_row", "opset_where_isnan_f16_transposed", "opset_add_i8_contiguous",
+              "opset_add_bf16_f32_broadcast_row", "opset_gelu_tanh_bf16_contiguous",
+              "opset_gelu_tanh_bf16_transposed"],
     "tiny": ["tiny_add_host_us", "tiny_dispatch_host_us", "tiny_graph_per_op_us"],
 }
 
@@ -320,6 +323,44 @@ if want("reduce_rows"):
         del m
     mk = lambda: rand((total // 512, 512), torch.bfloat16)
     reduction("sum_rows512_bf16", mk(), mk, (total // 512,), lambda x, o: torch.sum(x, dim=1, out=o))
+
+def pointwise(case, make_inputs, out_shape, dtype, name, fn):
+    """The op set's cases: fn(inputs, out) in eager PyTorch into the preallocated row-major
+    `out` (so a transposed input is a transpose, as in the Rust bench); bytes as the Rust bench counts them (each input's elements read once, at
+    most the output's count, and the output written once)."""
+    n = 1
+    for s in out_shape:
+        n *= s
+    x0 = make_inputs()
+    nbytes = n * torch.empty((), dtype=dtype).element_size() + sum(
+        min(x.numel(), n) * x.element_size() for x in x0)
+    sets = max(1, min(64, -(-ROTATE // nbytes)))
+    bufs = [(make_inputs(), torch.empty(out_shape, device=dev, dtype=dtype)) for _ in range(sets)]
+    ms = median_ms(lambda i: fn(bufs[i][0], bufs[i][1]), sets)
+    report("pytorch", case, name, n, nbytes, ms)
+    del bufs
+
+
+if want("opset"):
+    def nan_f16():
+        x = rand(sq, torch.float16)
+        x[torch.rand(sq, device=dev) < 0.1] = float("nan")
+        return x.t()
+
+    pointwise("opset_erf_broadcast_row", lambda: [rand((1, big), torch.float32).expand(sq)], sq, torch.float32,
+              "f32", lambda x, o: torch.erf(x[0], out=o))
+    zero16 = torch.zeros((), device=dev, dtype=torch.float16)
+    pointwise("opset_where_isnan_f16_transposed", lambda: [nan_f16()], sq, torch.float16, "f16",
+              lambda x, o: torch.where(torch.isnan(x[0]), zero16, x[0], out=o))
+    pointwise("opset_add_i8_contiguous", lambda: [torch.randint(-128, 128, sq, device=dev, dtype=torch.int8)
+                                                  for _ in range(2)], sq, torch.int8, "i8",
+              lambda x, o: torch.add(x[0], x[1], out=o))
+    pointwise("opset_add_bf16_f32_broadcast_row", lambda: [rand(sq, torch.bfloat16), rand((1, big), torch.float32)],
+              sq, torch.float32, "f32", lambda x, o: torch.add(x[0], x[1], out=o))
+    pointwise("opset_gelu_tanh_bf16_contiguous", lambda: [rand(sq, torch.bfloat16)], sq, torch.bfloat16, "bf16",
+              lambda x, o: torch.ops.aten.gelu.out(x[0], approximate="tanh", out=o))
+    pointwise("opset_gelu_tanh_bf16_transposed", lambda: [rand(sq, torch.bfloat16).t()], sq, torch.bfloat16, "bf16",
+              lambda x, o: torch.ops.aten.gelu.out(x[0], approximate="tanh", out=o))
 
 if not want("tiny"):
     sys.exit(0)

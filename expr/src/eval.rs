@@ -10,8 +10,8 @@ use crate::ir::{
     elem_code, elem_of_code, Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS,
     MAX_INSTRS,
 };
-use crate::value::{convert, narrow, widen, with_class, Math};
-use gpu_kernels::elem::Bool;
+use crate::value::{convert_in, narrow_in, widen, with_class_in, Math};
+use gpu_kernels::elem::{Bool, ElemType};
 use gpu_kernels::math::{FloatFns, Num, Signed};
 use gpu_kernels::ops::{self, Op2, Op3, Op4};
 
@@ -41,14 +41,76 @@ pub fn run<const K: usize>(
     konst: impl Fn(usize) -> u64,
     inputs: &[Lanes<K>; MAX_INPUTS],
 ) -> Lanes<K> {
+    run_in::<K, true>(len, instr, konst, inputs)
+}
+
+/// [`run`] with the extended ops ([`is_extended`]) only where `EXT`: without them a GPU
+/// kernel's dispatch holds no code for them (the general interpreter's kernels without the
+/// op set's further float functions keep 81–90 registers on sm_90, with them 126–129), and
+/// an extended instruction leaves its first operand (the host runs such programs on the
+/// kernels with them).
+#[inline(always)]
+pub fn run_in<const K: usize, const EXT: bool>(
+    len: usize,
+    instr: impl Fn(usize) -> Instr,
+    konst: impl Fn(usize) -> u64,
+    inputs: &[Lanes<K>; MAX_INPUTS],
+) -> Lanes<K> {
     let mut s = [[0u64; K]; MAX_DEPTH];
     let n = len.min(MAX_INSTRS);
     let mut pc = 0;
     while pc < n {
-        step(instr(pc), &konst, &mut s, inputs);
+        step::<K, EXT>(instr(pc), &konst, &mut s, inputs);
         pc += 1;
     }
     s[0]
+}
+
+/// Whether instruction `i` is of the extended ops: the op set's float functions past the
+/// fast path's (`erfc`, `lgamma`, `tan`, the inverse and hyperbolic functions, `atan2`,
+/// `hypot`, …), `fmod`, `floor_divide`, `nextafter`, the remainder of floats, and every
+/// instruction of `u64` math. Their code is long (libdevice's functions, 64-bit unsigned
+/// division), and in the general interpreter's dispatch it costs every program registers:
+/// the host runs programs with them on kernels of their own.
+pub fn is_extended(i: Instr) -> bool {
+    let u64_math = i.class == Class::U64 as u8
+        || (i.op == Opcode::Cast as u8 && i.arg == Class::U64 as u8)
+        || (i.op == Opcode::Narrow as u8 && crate::ir::elem_of_code(i.arg) == Some(ElemType::U64));
+    u64_math || Opcode::from_code(i.op).is_some_and(|op| ext_op(op, i.class))
+}
+
+/// Whether `op` in class code `class` is an extended op ([`is_extended`]) that
+/// [`Eval::unary_ext`] or [`Eval::binary_ext`] computes.
+#[inline(always)]
+fn ext_op(op: Opcode, class: u8) -> bool {
+    use Opcode::*;
+    match op {
+        Rem => Class::from_code(class).is_some_and(Class::is_float),
+        _ => matches!(
+            op,
+            Erfc | Erfinv
+                | Lgamma
+                | Exp2
+                | Expm1
+                | Log2
+                | Log10
+                | Log1p
+                | Tan
+                | Asin
+                | Acos
+                | Atan
+                | Sinh
+                | Cosh
+                | Asinh
+                | Acosh
+                | Atanh
+                | Atan2
+                | Hypot
+                | Fmod
+                | FloorDiv
+                | Nextafter
+        ),
+    }
 }
 
 /// Stack depth of a fast-path program: its stack slots are four values each, so the GPU
@@ -347,7 +409,7 @@ fn set<V>(s: &mut [V; MAX_DEPTH], i: usize, v: V) {
 }
 
 #[inline(always)]
-fn step<const K: usize>(
+fn step<const K: usize, const EXT: bool>(
     ins: Instr,
     konst: &impl Fn(usize) -> u64,
     s: &mut [Lanes<K>; MAX_DEPTH],
@@ -359,35 +421,56 @@ fn step<const K: usize>(
     let d = ins.depth as usize;
     let arity = Opcode::arity_of(ins.op);
     let at = d.wrapping_sub(arity);
+    if ext_op(op, ins.class) {
+        if EXT {
+            let x = get(s, at);
+            let v = if arity == 1 {
+                with_class_in!(EXT, class, T => core::array::from_fn(|j| T::unary_ext(op, T::dec(x[j])).enc()))
+            } else {
+                let y = get(s, at.wrapping_add(1));
+                match elem_of_code(ins.arg) {
+                    // `nextafter` of a 16-bit float (`F32` math): the step of its own type.
+                    Some(e @ (ElemType::F16 | ElemType::BF16)) if op == Opcode::Nextafter => {
+                        core::array::from_fn(|j| nextafter16(e, x[j], y[j]))
+                    }
+                    _ => with_class_in!(EXT, class, T => core::array::from_fn(|j| {
+                        T::binary_ext(op, T::dec(x[j]), T::dec(y[j])).enc()
+                    })),
+                }
+            };
+            set(s, at, v);
+        }
+        return;
+    }
     let v = match op {
         Opcode::Load => load(inputs, ins.arg as usize),
         Opcode::Const => [konst(ins.arg as usize % MAX_CONSTS); K],
         Opcode::Cast => {
             let from = Class::from_code(ins.arg).unwrap_or(class);
             let x = get(s, at);
-            core::array::from_fn(|j| convert(from, class, x[j]))
+            core::array::from_fn(|j| convert_in::<EXT>(from, class, x[j]))
         }
         Opcode::Narrow => {
             let x = get(s, at);
             match elem_of_code(ins.arg) {
-                Some(e) => core::array::from_fn(|j| widen(e, narrow(class, x[j], e))),
+                Some(e) => core::array::from_fn(|j| widen(e, narrow_in::<EXT>(class, x[j], e))),
                 None => x,
             }
         }
         _ => match arity {
             1 => {
                 let x = get(s, at);
-                with_class!(class, T => lanes1::<T, K>(op, &x))
+                with_class_in!(EXT, class, T => lanes1::<T, K>(op, &x))
             }
             2 => {
                 let (x, y) = (get(s, at), get(s, at.wrapping_add(1)));
-                with_class!(class, T => lanes2::<T, K>(op, &x, &y))
+                with_class_in!(EXT, class, T => lanes2::<T, K>(op, &x, &y))
             }
             _ => {
                 let x = get(s, at);
                 let y = get(s, at.wrapping_add(1));
                 let z = get(s, at.wrapping_add(2));
-                with_class!(class, T => lanes3::<T, K>(op, &x, &y, &z))
+                with_class_in!(EXT, class, T => lanes3::<T, K>(op, &x, &y, &z))
             }
         },
     };
@@ -441,6 +524,17 @@ pub trait Eval: Math {
     fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self;
     /// The unary tests ([`Opcode::is_test`]).
     fn test(op: Opcode, x: Self) -> Bool;
+    /// The extended unary ops ([`is_extended`]); the operand unchanged where the type has
+    /// none.
+    #[inline(always)]
+    fn unary_ext(_op: Opcode, x: Self) -> Self {
+        x
+    }
+    /// The extended binary ops ([`is_extended`]); the first operand where the type has none.
+    #[inline(always)]
+    fn binary_ext(_op: Opcode, x: Self, _y: Self) -> Self {
+        x
+    }
 }
 
 #[inline(always)]
@@ -523,13 +617,21 @@ macro_rules! float_eval {
                     Opcode::Tanh => op2(ops::Tanh, x),
                     Opcode::Sigmoid => op2(ops::Sigmoid, x),
                     Opcode::Erf => FloatFns::erf(x),
-                    Opcode::Erfc => FloatFns::erfc(x),
-                    Opcode::Erfinv => FloatFns::erfinv(x),
-                    Opcode::Lgamma => FloatFns::lgamma(x),
                     Opcode::Floor => FloatFns::floor(x),
                     Opcode::Ceil => FloatFns::ceil(x),
                     Opcode::Round => FloatFns::round(x),
                     Opcode::Trunc => FloatFns::trunc(x),
+                    // (0 < x) - (x < 0): NaN gives 0, as PyTorch's `sign`.
+                    Opcode::Sign => ((0.0 < x) as i32 - (x < 0.0) as i32) as $t,
+                    _ => x,
+                }
+            }
+            #[inline(always)]
+            fn unary_ext(op: Opcode, x: Self) -> Self {
+                match op {
+                    Opcode::Erfc => FloatFns::erfc(x),
+                    Opcode::Erfinv => FloatFns::erfinv(x),
+                    Opcode::Lgamma => FloatFns::lgamma(x),
                     Opcode::Exp2 => FloatFns::exp2(x),
                     Opcode::Expm1 => FloatFns::expm1(x),
                     Opcode::Log2 => FloatFns::log2(x),
@@ -544,8 +646,6 @@ macro_rules! float_eval {
                     Opcode::Asinh => FloatFns::asinh(x),
                     Opcode::Acosh => FloatFns::acosh(x),
                     Opcode::Atanh => FloatFns::atanh(x),
-                    // (0 < x) - (x < 0): NaN gives 0, as PyTorch's `sign`.
-                    Opcode::Sign => ((0.0 < x) as i32 - (x < 0.0) as i32) as $t,
                     _ => x,
                 }
             }
@@ -553,6 +653,16 @@ macro_rules! float_eval {
             fn binary(op: Opcode, x: Self, y: Self) -> Self {
                 match op {
                     Opcode::Pow => op3(ops::Pow, x, y),
+                    Opcode::Copysign => FloatFns::copysign(x, y),
+                    // A NaN operand gives the other one.
+                    Opcode::Fmin => if y != y || y > x { x } else { y },
+                    Opcode::Fmax => if y != y || y < x { x } else { y },
+                    _ => arith(op, x, y).unwrap_or(x),
+                }
+            }
+            #[inline(always)]
+            fn binary_ext(op: Opcode, x: Self, y: Self) -> Self {
+                match op {
                     Opcode::Rem => {
                         // PyTorch's `remainder`: `fmod`, moved to the divisor's sign.
                         let m = FloatFns::fmod(x, y);
@@ -562,12 +672,8 @@ macro_rules! float_eval {
                     Opcode::Fmod => FloatFns::fmod(x, y),
                     Opcode::Atan2 => FloatFns::atan2(x, y),
                     Opcode::Hypot => FloatFns::hypot(x, y),
-                    Opcode::Copysign => FloatFns::copysign(x, y),
                     Opcode::Nextafter => FloatFns::nextafter(x, y),
-                    // A NaN operand gives the other one.
-                    Opcode::Fmin => if y != y || y > x { x } else { y },
-                    Opcode::Fmax => if y != y || y < x { x } else { y },
-                    _ => arith(op, x, y).unwrap_or(x),
+                    _ => x,
                 }
             }
             #[inline(always)]
@@ -588,6 +694,28 @@ macro_rules! float_eval {
             }
         }
     )*};
+}
+
+/// `nextafter` in 16-bit float type `e` of two `F32` values of that type (their encodings):
+/// the neighbour of `x` toward `y` in `e`, widened back (exact).
+#[inline(always)]
+fn nextafter16(e: ElemType, x: u64, y: u64) -> u64 {
+    let (fx, fy) = (f32::dec(x), f32::dec(y));
+    if fx != fx || fy != fy {
+        return f32::NAN.enc();
+    }
+    if fx == fy {
+        return y;
+    }
+    let bits = narrow_in::<false>(Class::F32, x, e) as u16;
+    let next = if fx == 0.0 {
+        (if fy < 0.0 { 0x8000 } else { 0 }) | 1
+    } else if (fy > fx) == (fx > 0.0) {
+        bits + 1
+    } else {
+        bits - 1
+    };
+    widen(e, next as u64)
 }
 
 /// PyTorch's floor division of floats (`div_floor_floating`): by zero the IEEE quotient;
@@ -647,7 +775,20 @@ macro_rules! int_eval {
                     Opcode::BitOr => x | y,
                     Opcode::BitXor => x ^ y,
                     Opcode::Shl => if out_of_range { 0 } else { ((x as $u) << y) as $t },
-                    Opcode::Shr => if out_of_range { x >> (BITS - 1) } else { x >> y },
+                    // Out of range: the sign fill (0 for an unsigned value), as PyTorch.
+                    Opcode::Shr => if out_of_range { if x.negative() { !0 } else { 0 } } else { x >> y },
+                    Opcode::Fmin => op3(ops::Min, x, y),
+                    Opcode::Fmax => op3(ops::Max, x, y),
+                    _ => arith(op, x, y).unwrap_or(x),
+                }
+            }
+            #[inline(always)]
+            fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
+            #[inline(always)]
+            fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
+            #[inline(always)]
+            fn binary_ext(op: Opcode, x: Self, y: Self) -> Self {
+                match op {
                     Opcode::FloorDiv => {
                         if y == 0 {
                             0
@@ -658,15 +799,9 @@ macro_rules! int_eval {
                         }
                     }
                     Opcode::Fmod => x.checked_rem(y).unwrap_or(0),
-                    Opcode::Fmin => op3(ops::Min, x, y),
-                    Opcode::Fmax => op3(ops::Max, x, y),
-                    _ => arith(op, x, y).unwrap_or(x),
+                    _ => x,
                 }
             }
-            #[inline(always)]
-            fn compare(op: Opcode, x: Self, y: Self) -> Bool { compare_num(op, x, y) }
-            #[inline(always)]
-            fn ternary(op: Opcode, x: Self, y: Self, z: Self) -> Self { ternary_num(op, x, y, z) }
             #[inline(always)]
             fn test(op: Opcode, x: Self) -> Bool {
                 Bool::from(match op {
@@ -738,8 +873,13 @@ impl Eval for Bool {
     #[inline(always)]
     fn binary(op: Opcode, x: Self, y: Self) -> Self {
         match op {
-            Opcode::And | Opcode::BitAnd => Bool::from(x.get() && y.get()),
-            Opcode::Or | Opcode::BitOr => Bool::from(x.get() || y.get()),
+            // The minimum of bools is their and, the maximum their or (as PyTorch's).
+            Opcode::And | Opcode::BitAnd | Opcode::Min | Opcode::Fmin => {
+                Bool::from(x.get() && y.get())
+            }
+            Opcode::Or | Opcode::BitOr | Opcode::Max | Opcode::Fmax => {
+                Bool::from(x.get() || y.get())
+            }
             Opcode::Xor | Opcode::BitXor => Bool::from(x.get() != y.get()),
             _ => x,
         }

@@ -358,7 +358,8 @@ pub struct Instr {
     /// operands at `depth - arity ..` and writes its result at `depth - arity`).
     pub depth: u8,
     /// `Load`: the input; `Const`: the constant; `Cast`: the class it converts from;
-    /// `Narrow`: the element code it rounds to.
+    /// `Narrow`: the element code it rounds to; `Nextafter` of `F32` math: the element code
+    /// of the 16-bit float it steps in (0, `f32`'s, otherwise).
     pub arg: u8,
 }
 

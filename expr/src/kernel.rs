@@ -160,9 +160,37 @@ pub(crate) fn fast_path(p: &Program) -> Option<usize> {
     FAST_PATHS.iter().position(|&c| c as u8 == p.fast)
 }
 
+/// The general interpreter's kernels with the extended ops
+/// ([`is_extended`](crate::eval::is_extended)), by variant: the general kernels of programs
+/// that hold any (a family of their own, `expr_gx`, decoded on the first such program).
+pub const EXT_NAMES: [&str; 6] = [
+    "expr_gx_c",
+    "expr_gx_d1",
+    "expr_gx_d2",
+    "expr_gx_d3",
+    "expr_gx_d6",
+    "expr_gx_dn",
+];
+
+/// Whether `p` holds an extended op or reads or writes `u64` (it runs on [`EXT_NAMES`]
+/// where it runs on the general interpreter).
+pub fn is_ext(p: &Program) -> bool {
+    let u64_code = crate::ir::elem_code(ElemType::U64);
+    p.code().iter().any(|&i| crate::eval::is_extended(i))
+        || p.result == Class::U64 as u8
+        || Some(p.out) == u64_code
+        || p.inputs[..(p.n_inputs as usize).min(MAX_INPUTS)]
+            .iter()
+            .any(|&c| Some(c) == u64_code)
+}
+
 /// The kernel of `variant` that runs program `p`.
 pub fn name(variant: usize, p: &Program) -> &'static str {
-    NAMES[variant % NAMES.len()][fast_path(p).map_or(0, |i| i + 1)]
+    match fast_path(p) {
+        Some(i) => NAMES[variant % NAMES.len()][i + 1],
+        None if is_ext(p) => EXT_NAMES[variant % EXT_NAMES.len()],
+        None => NAMES[variant % NAMES.len()][0],
+    }
 }
 
 /// The lanes of `p`'s vectorised kernel; `None` for a program without one (off the fast
@@ -419,10 +447,10 @@ const _: () = assert!(
 #[cfg(target_arch = "nvptx64")]
 mod device {
     use super::{Pointers, CHEAP_INPUTS, ONE_OPERANDS, OPERANDS, PROGRAM_BYTES, STAGED_BYTES};
-    use crate::eval::{fast_word, run, run_ops, Eval, FAST_INPUTS, FAST_LOADED};
+    use crate::eval::{fast_word, run_in, run_ops, Eval, FAST_INPUTS, FAST_LOADED};
     use crate::ir::{Class, Instr, Opcode, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
-    use crate::value::{elem_of, narrow, widen, Math};
+    use crate::value::{elem_of, narrow, narrow_in, widen, Math};
     use core::arch::nvptx;
     use gpu_kernels::device::{
         block_rows_and_grid, ld_shared_u32, shared_base, shared_base32, st_shared_u32,
@@ -1149,7 +1177,8 @@ mod device {
         ndim: usize,
     ) {
         // SAFETY: the module contract's shared memory; called once by every thread.
-        let base = unsafe { stage(p, !matches!(path, Path::General)) };
+        let general = matches!(path, Path::General | Path::GeneralExt);
+        let base = unsafe { stage(p, !general) };
         let (first, step) = thread_range::<u32>();
         // SAFETY (both): forwarded; the host launches a fast kernel only for a program of
         // its math type (`Program::fast`).
@@ -1165,8 +1194,9 @@ mod device {
             Path::I64 => fast!(i64, u64, 2),
             Path::U32 => fast!(u32, u32, 4),
             Path::U8 => fast!(u8, u32, 4),
-            Path::General => {}
+            Path::General | Path::GeneralExt => {}
         }
+        let ext = matches!(path, Path::GeneralExt);
         let len = p.len as usize;
         let n_in = p.n_inputs as usize;
         let out = elem_of(p.out);
@@ -1201,9 +1231,19 @@ mod device {
                     x[K] = [widen(ins[K], x[K][0])];
                 }
             });
-            let v = run::<1>(len, |pc| fetch(base, pc), |c| konst(base, c), &x);
+            let (fetch, konst) = (|pc| fetch(base, pc), |c| konst(base, c));
+            let v = if ext {
+                run_in::<1, true>(len, fetch, konst, &x)
+            } else {
+                run_in::<1, false>(len, fetch, konst, &x)
+            };
             // SAFETY: the output's offset for `i < n` (module contract).
-            unsafe { store_bits(ptrs.0[0], off[0], out.size(), narrow(result, v[0], out)) };
+            let bits = if ext {
+                narrow(result, v[0], out)
+            } else {
+                narrow_in::<false>(result, v[0], out)
+            };
+            unsafe { store_bits(ptrs.0[0], off[0], out.size(), bits) };
             i = i.wadd(step);
         }
     }
@@ -1213,6 +1253,8 @@ mod device {
     #[derive(Clone, Copy)]
     enum Path {
         General,
+        /// The general interpreter with the extended ops ([`is_extended`](crate::eval::is_extended)).
+        GeneralExt,
         F32,
         F64,
         I32,
@@ -1274,23 +1316,24 @@ mod device {
             Path::I32 => go!(i32, u32, 2, I32),
             Path::U32 => go!(u32, u32, 4, U32),
             Path::U8 => go!(u8, u32, 5, U8),
-            Path::General | Path::F64 | Path::I64 => {}
+            Path::General | Path::GeneralExt | Path::F64 | Path::I64 => {}
         }
     }
 
     macro_rules! entry {
         ($($name:literal $d:tt $ndim:tt;)*) => {$(
-            entry!(@one $name, "g", General, $d, $ndim);
-            entry!(@one $name, "f", F32, $d, $ndim);
-            entry!(@one $name, "d", F64, $d, $ndim);
-            entry!(@one $name, "i", I32, $d, $ndim);
-            entry!(@one $name, "l", I64, $d, $ndim);
-            entry!(@one $name, "u", U32, $d, $ndim);
-            entry!(@one $name, "b", U8, $d, $ndim);
+            entry!(@one $name, "gs", General, $d, $ndim);
+            entry!(@one $name, "gx", GeneralExt, $d, $ndim);
+            entry!(@one $name, "fs", F32, $d, $ndim);
+            entry!(@one $name, "ds", F64, $d, $ndim);
+            entry!(@one $name, "is", I32, $d, $ndim);
+            entry!(@one $name, "ls", I64, $d, $ndim);
+            entry!(@one $name, "us", U32, $d, $ndim);
+            entry!(@one $name, "bs", U8, $d, $ndim);
         )*};
         (@one $name:literal, $class:literal, $path:ident, $d:tt, $ndim:tt) => {
             const _: () = {
-                #[export_name = concat!("expr_", $class, "s_", $name)]
+                #[export_name = concat!("expr_", $class, "_", $name)]
                 #[allow(improper_ctypes_definitions)]
                 unsafe extern "ptx-kernel" fn entry(
                     p: Program,
@@ -1337,6 +1380,18 @@ mod device {
     ) {
         // SAFETY: the module contract; every offset is the linear index.
         unsafe { body::<1>(Path::General, &p, n, &g, &ptrs, 0) }
+    }
+
+    #[export_name = "expr_gx_c"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn contiguous_ext(
+        p: Program,
+        n: u32,
+        g: Geometry<u32, 1, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        // SAFETY: the module contract; every offset is the linear index.
+        unsafe { body::<1>(Path::GeneralExt, &p, n, &g, &ptrs, 0) }
     }
 
     vectorised! {
@@ -2225,7 +2280,8 @@ mod device {
             }};
         }
         let v = match path {
-            Path::General => {
+            // The reduce kernels run every program's ops (`run`, extended ones included).
+            Path::General | Path::GeneralExt => {
                 const G: usize = reduce::GENERAL_LANES;
                 walk.slot::<G>(group, slot, |r, live| unsafe {
                     walk.items::<G>(g, &bases, r, live)
@@ -2348,5 +2404,17 @@ mod device {
     ) {
         // SAFETY: the module contract.
         unsafe { body::<MAX_DIMS>(Path::General, &p, n, &g, &ptrs, g.ndim as usize) }
+    }
+
+    #[export_name = "expr_gx_dn"]
+    #[allow(improper_ctypes_definitions)]
+    unsafe extern "ptx-kernel" fn any_rank_ext(
+        p: Program,
+        n: u32,
+        g: Geometry<u32, MAX_DIMS, OPERANDS>,
+        ptrs: Pointers,
+    ) {
+        // SAFETY: the module contract.
+        unsafe { body::<MAX_DIMS>(Path::GeneralExt, &p, n, &g, &ptrs, g.ndim as usize) }
     }
 }

@@ -34,9 +34,13 @@ math! {
     Bool => Bool, |v| Bool::from(v as u8 != 0), |x| x.get() as u64;
 }
 
-/// Calls `$body` with `$T` bound to the Rust type of math type `$c`.
-macro_rules! with_class {
-    ($c:expr, $T:ident => $body:expr) => {
+/// Calls `$body` with `$T` bound to the Rust type of math type `$c`, with the `U64` arm
+/// only where `$ext` (a constant): `u64` math (its
+/// 64-bit unsigned division among the arms) took the general interpreter's kernels from
+/// 81–90 registers to 122–125 on sm_90, so those kernels hold it only in their extended
+/// form (the host runs programs of `u64` math there); without it, `U64` runs `Bool`'s arm.
+macro_rules! with_class_in {
+    ($ext:expr, $c:expr, $T:ident => $body:expr) => {
         match $c {
             Class::F32 => {
                 type $T = f32;
@@ -62,18 +66,18 @@ macro_rules! with_class {
                 type $T = u8;
                 $body
             }
-            Class::Bool => {
-                type $T = Bool;
+            Class::U64 if $ext => {
+                type $T = u64;
                 $body
             }
-            Class::U64 => {
-                type $T = u64;
+            Class::Bool | Class::U64 => {
+                type $T = Bool;
                 $body
             }
         }
     };
 }
-pub(crate) use with_class;
+pub(crate) use with_class_in;
 
 #[inline(always)]
 fn cast<To: Math + CastFrom<From>, From: Math>(v: u64) -> u64 {
@@ -83,7 +87,13 @@ fn cast<To: Math + CastFrom<From>, From: Math>(v: u64) -> u64 {
 /// `v` of math type `from` converted to math type `to`, as the `cast` op.
 #[inline(always)]
 pub fn convert(from: Class, to: Class, v: u64) -> u64 {
-    with_class!(to, To => with_class!(from, From => cast::<To, From>(v)))
+    convert_in::<true>(from, to, v)
+}
+
+/// [`convert`] with `u64` math only where `EXT` ([`with_class_in!`]).
+#[inline(always)]
+pub fn convert_in<const EXT: bool>(from: Class, to: Class, v: u64) -> u64 {
+    with_class_in!(EXT, to, To => with_class_in!(EXT, from, From => cast::<To, From>(v)))
 }
 
 /// An element's bits (zero-extended) as a value of its math type ([`Class::of`]): exact.
@@ -107,9 +117,15 @@ pub fn widen(e: ElemType, bits: u64) -> u64 {
 /// cast: floats to integers saturate, integers to narrower integers wrap).
 #[inline(always)]
 pub fn narrow(c: Class, v: u64, e: ElemType) -> u64 {
+    narrow_in::<true>(c, v, e)
+}
+
+/// [`narrow`] with `u64` math only where `EXT` ([`with_class_in!`]).
+#[inline(always)]
+pub fn narrow_in<const EXT: bool>(c: Class, v: u64, e: ElemType) -> u64 {
     macro_rules! to {
         ($t:ty, $bits:expr) => {
-            with_class!(c, From => {
+            with_class_in!(EXT, c, From => {
                 let x = <$t as CastFrom<From>>::cast_from(From::dec(v));
                 ($bits)(x)
             })
@@ -124,7 +140,7 @@ pub fn narrow(c: Class, v: u64, e: ElemType) -> u64 {
         ElemType::I16 => to!(i16, |x: i16| x as u16 as u64),
         ElemType::U16 => to!(u16, |x: u16| x as u64),
         _ => match Class::of(e) {
-            Some(to) => convert(c, to, v),
+            Some(to) => convert_in::<EXT>(c, to, v),
             None => 0,
         },
     }

@@ -6,6 +6,7 @@ use crate::error::Result;
 use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::tensor::DeviceTensor;
+use gpu_kernels::elem::{f8e4m3fn, f8e5m2};
 use gpu_kernels::ops::{Accuracy, Tolerance};
 use gpu_kernels::{bf16, f16, Bool, Elem};
 
@@ -20,7 +21,7 @@ macro_rules! exact {
         fn distance(a: Self, b: Self) -> u64 { if a == b { 0 } else { u64::MAX } }
     } )*};
 }
-exact!(i32, i64, u32, u8, Bool);
+exact!(i32, i64, u32, u8, Bool, i8, i16, u16, u64, f8e4m3fn, f8e5m2);
 
 macro_rules! float_distance {
     ($($t:ty => $bits:ty, $signed:ty),*) => {$( impl Distance for $t {

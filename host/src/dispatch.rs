@@ -201,6 +201,14 @@ pub fn program_signature(op: &str) -> Option<(usize, &'static [&'static str])> {
 /// these inputs.
 pub fn output_type(op: &str, inputs: &[ElemType], scalars: &[Scalar]) -> Result<ElemType> {
     if let Some(p) = programs::find(op) {
+        if p.op == "cast" {
+            // A cast has no output type of its own: any type is one.
+            return Err(Error::OutputTypeAmbiguous {
+                op: op.to_string(),
+                inputs: type_list(inputs),
+                outputs: type_list(&crate::expr::ELEMS),
+            });
+        }
         return Ok(ProgramOp::compile(p, inputs, None, scalars)?.compiled.out());
     }
     let mut outs: Vec<ElemType> = INSTANCES
@@ -1084,6 +1092,8 @@ mod tests {
                 let mut types = vec![t; p.inputs + 1];
                 types[0] = match output_type(p.op, &types[1..], &vec![Scalar::I64(1); p.scalars]) {
                     Ok(o) => o,
+                    // `cast` names its output.
+                    Err(Error::OutputTypeAmbiguous { .. }) => I64,
                     Err(Error::ExprType { .. }) => continue,
                     Err(e) => panic!("`{}` over {t:?}: {e}", p.op),
                 };

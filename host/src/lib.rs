@@ -61,8 +61,9 @@ pub use gpu::{driver_present, FamilyLoad, Gpu, ModuleImage, ModuleInfo};
 /// The kernel crate: element types, ops, geometry, reductions and stencils.
 pub use gpu_kernels;
 pub use gpu_kernels::{
-    bf16, elem::ElemType, f16, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant,
-    MAX_DIMS,
+    bf16,
+    elem::{f8e4m3fn, f8e5m2, ElemType},
+    f16, ops, Bool, Elem, Kernels1, Kernels2, Kernels3, Kernels4, Variant, MAX_DIMS,
 };
 pub use layout::Layout;
 pub use strided_apply_image::{self as image, Target};

@@ -29,6 +29,8 @@ use strided_apply::{
 #[cfg(feature = "dispatch")]
 #[path = "bench/diet.rs"]
 mod diet;
+#[path = "bench/opset.rs"]
+mod opset;
 
 const REPS: usize = 25;
 /// Rotate among enough buffer sets to move at least this many bytes per round.
@@ -109,6 +111,17 @@ const GROUPS: &[(&str, &[&str])] = &[
             "expr_seed_dense",
             "expr_seed_broadcast",
             "expr_seed_broadcast_unhoisted",
+        ],
+    ),
+    (
+        "opset",
+        &[
+            "opset_erf_broadcast_row",
+            "opset_where_isnan_f16_transposed",
+            "opset_add_i8_contiguous",
+            "opset_add_bf16_f32_broadcast_row",
+            "opset_gelu_tanh_bf16_contiguous",
+            "opset_gelu_tanh_bf16_transposed",
         ],
     ),
     (
@@ -771,6 +784,7 @@ const RUNS: &[(&[&str], Run)] = &[
     (&["reduce"], reductions),
     (&["reduce_rows"], short_rows),
     (&["expr"], expressions),
+    (&["opset"], opset::opset),
     (&["tiny"], tiny),
 ];
 

@@ -147,8 +147,12 @@ op_programs! {
     // PyTorch's pointwise ops and activations, in the expression language; where PyTorch's
     // CUDA kernel has a formula of its own (the activations, `logaddexp`, `xlogy`), the
     // same formula. Names are PyTorch's; after the input count, the scalars' names (the
-    // expression's `s0`, `s1`, in order).
+    // expression's `s0`, `s1`, in order). `a / 1` is `a` as a float (integers to `f32`):
+    // PyTorch converts before `logit`'s and `softsign`'s arithmetic.
     text:
+    // `cast` over the types without a cast kernel (the 8-bit floats, `i8`, `i16`, `u16`,
+    // `u64`): the store rounds once to the output type.
+    "cast" (1) => "a";
     "positive" (1) => "a";
     "sign" (1) => "sign(a)";
     "sgn" (1) => "sign(a)";
@@ -185,7 +189,7 @@ op_programs! {
     "isneginf" (1) => "isneginf(a)";
     "logical_not" (1) => "logical_not(a)";
     "bitwise_not" (1) => "bitwise_not(a)";
-    "logit" (1) => "log(a / (1 - a))";
+    "logit" (1) => "log((a / 1) / (1 - a / 1))";
     "deg2rad" (1) => "a * 0.017453292519943295";
     "rad2deg" (1) => "a * 57.29577951308232";
     "sinc" (1) => "where(a == 0, 1.0, sin(a * 3.141592653589793) / (a * 3.141592653589793))";
@@ -198,7 +202,7 @@ op_programs! {
     "gelu_tanh" (1) => "0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * (a * a * a))))";
     "mish" (1) => "a * tanh(log1p(exp(a)))";
     "softplus" (1; beta; threshold) => "where(a * s0 > s1, a, log1p(exp(a * s0)) / s0)";
-    "softsign" (1) => "a / (1 + abs(a))";
+    "softsign" (1) => "(a / 1) / (1 + abs(a / 1))";
     "hardtanh" (1; min_val; max_val) => "clamp(a, s0, s1)";
     "hardsigmoid" (1) => "clamp(a + 3, 0, 6) * 0.16666666666666666";
     "hardswish" (1) => "a * clamp(a + 3, 0, 6) * 0.16666666666666666";

@@ -373,7 +373,7 @@ impl Lower<'_> {
                 }
             }
             Node::TrueDiv(a, b) => {
-                let c = class(self.ty(e)?.elem)?;
+                let c = class_of(self.ty(e)?)?;
                 self.emit(a, c)?;
                 self.emit(b, c)?;
                 self.push(Opcode::Div, c, 0)?;
@@ -381,7 +381,7 @@ impl Lower<'_> {
             }
             Node::Op(op, args) => {
                 let tys: Vec<Ty> = args.iter().map(|a| self.ty(a)).collect::<Result<_>>()?;
-                let result = class(op_type(*op, &tys)?.elem)?;
+                let result = class_of(op_type(*op, &tys)?)?;
                 let operands = operand_class(*op, &tys)?;
                 for (k, a) in args.iter().enumerate() {
                     let c = if *op == Opcode::Where && k == 0 {
@@ -391,8 +391,15 @@ impl Lower<'_> {
                     };
                     self.emit(a, c)?;
                 }
-                self.push(*op, operands, 0)?;
                 let t = op_type(*op, &tys)?.elem;
+                // `nextafter` of a 16-bit float steps in that type (its math is `F32`).
+                let arg = match (op, t) {
+                    (Opcode::Nextafter, ElemType::F16 | ElemType::BF16) => {
+                        elem_code(t).unwrap_or(0)
+                    }
+                    _ => 0,
+                };
+                self.push(*op, operands, arg)?;
                 if narrowed(t) && !t.is_float() && !stays_in_range(*op) {
                     // An `i8`, `i16` or `u16` result computed in `I32`: wrapped to its width.
                     self.push(Opcode::Narrow, result, elem_code(t).unwrap_or(0))?;
@@ -531,13 +538,26 @@ fn operand_class(op: Opcode, tys: &[Ty]) -> Result<Class> {
     let t = operands_type(op, tys)?;
     match kind(op) {
         Kind::Logical => Ok(Class::Bool),
-        Kind::FloatFn => class(to_float(t).elem),
-        _ => class(t.elem),
+        Kind::FloatFn => class_of(to_float(t)),
+        _ => class_of(t),
+    }
+}
+
+/// The math type a value of type `t` is computed in: its element type's, except that
+/// arithmetic of numbers alone (`1 / s`, a weak float) is done in `f64`, as Python does it
+/// before PyTorch sees the value (`celu`'s `x * (1 / alpha)` of an `f64` tensor was off by
+/// the rounding of `1 / alpha` to `f32`).
+fn class_of(t: Ty) -> Result<Class> {
+    if t.weak && category(t.elem) == 2 {
+        Ok(Class::F64)
+    } else {
+        class(t.elem)
     }
 }
 
 /// The type of an op's result, or why the op does not take these operands.
 fn op_type(op: Opcode, tys: &[Ty]) -> Result<Ty> {
+    use Opcode::*;
     let name = op.name();
     let k = kind(op);
     if k == Kind::Internal {
@@ -575,6 +595,9 @@ fn op_type(op: Opcode, tys: &[Ty]) -> Result<Ty> {
         Kind::Compare | Kind::Test => Ok(boolean),
         Kind::FloatFn => Ok(to_float(t)),
         Kind::FloatOnly if cat != 2 => refuse("it takes floats only (cast first, e.g. f32(x))"),
+        // The minimum and maximum of bools are their and and or, their sign themselves
+        // (as PyTorch's).
+        Kind::Arith if cat == 0 && matches!(op, Min | Max | Fmin | Fmax | Sign) => Ok(t),
         Kind::Rounding | Kind::Arith if cat == 0 => {
             refuse("cast them to a number type first (e.g. i32(x))")
         }

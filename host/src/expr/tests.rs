@@ -3030,6 +3030,14 @@ fn narrow_integers_wrap_at_their_own_width() {
         run1("bitwise_right_shift(a, b)", &args(&[("a", &a), ("b", &b)]))[4..],
         i8s(&[0, 0, -1, 0])[..]
     );
+    // An unsigned right shift by the width or more gives 0 (a signed one the sign fill).
+    assert_eq!(
+        run1(
+            "bitwise_right_shift(a, b)",
+            &[("a", U8, vec![255, 128, 3]), ("b", U8, vec![10, 8, 7])]
+        ),
+        vec![0, 0, 0]
+    );
     // u16 and u64 wrap as unsigned types.
     let u16s = ints(U16, &[0, 5, 65535]);
     let one = ints(U16, &[1, 1, 1]);
@@ -3206,6 +3214,26 @@ fn float_functions_are_within_their_bounds_of_an_f64_reference() {
             );
         }
     }
+    // nextafter of 16-bit floats steps in their own type.
+    let h = |x: f32| f16::from_f32(x).to_bits() as u64;
+    let got = run1(
+        "nextafter(a, b)",
+        &[
+            ("a", F16, vec![h(6.668), h(0.0), h(-1.0)]),
+            ("b", F16, vec![h(1e4), h(0.5), h(-2.0)]),
+        ],
+    );
+    let up = |x: f32| f16::from_bits(f16::from_f32(x).to_bits() + 1).to_bits() as u64;
+    assert_eq!(got, vec![up(6.668), 1, up(-1.0)]);
+    // Numbers alone compute in f64 (as Python): `a * (1 / s)` of an f64 tensor.
+    let (_, got) = eval_1d(
+        "a * (1 / s)",
+        &[("a", F64, vec![3.0f64.to_bits()])],
+        &[("s", Scalar::F64(3.0))],
+        None,
+    )
+    .unwrap();
+    assert_eq!(f64::from_bits(got[0]), 3.0 * (1.0 / 3.0));
     // NaN operands: fmin/fmax take the other one; nextafter steps by one ulp.
     let nan = f32::NAN;
     let got = run1(
@@ -3244,6 +3272,22 @@ fn value_tests_and_sign_of_floats() {
     assert_eq!(run("isposinf(a)"), vec![0, 1, 0, 0, 0, 0, 0]);
     assert_eq!(run("isneginf(a)"), vec![0, 0, 1, 0, 0, 0, 0]);
     assert_eq!(run("signbit(a)"), vec![0, 0, 1, 1, 0, 1, 0]);
+    // Bools: minimum is and, maximum or, sign itself (PyTorch's); logit of an integer
+    // converts it first.
+    let bools = |t: &str| {
+        run1(
+            t,
+            &[("a", Bool, vec![0, 1, 1, 0]), ("b", Bool, vec![0, 0, 1, 1])],
+        )
+    };
+    assert_eq!(bools("minimum(a, b)"), vec![0, 0, 1, 0]);
+    assert_eq!(bools("fmax(a, b)"), vec![0, 1, 1, 1]);
+    assert_eq!(run1("sign(a)", &[("a", Bool, vec![0, 1])]), vec![0, 1]);
+    let got = run1(
+        "log((a / 1) / (1 - a / 1))",
+        &[("a", I8, ints(I8, &[-127]))],
+    );
+    assert!(f32::from_bits(got[0] as u32).is_nan());
     // sign: (0 < x) - (x < 0), so NaN gives 0, as PyTorch.
     assert_eq!(run("sign(a)"), f32s(&[0.0, 1.0, -1.0, 0.0, 0.0, -1.0, 1.0]));
     assert_eq!(
