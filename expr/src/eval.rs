@@ -701,7 +701,7 @@ macro_rules! float_eval {
 #[inline(always)]
 fn nextafter16(e: ElemType, x: u64, y: u64) -> u64 {
     let (fx, fy) = (f32::dec(x), f32::dec(y));
-    if fx != fx || fy != fy {
+    if fx.is_nan() || fy.is_nan() {
         return f32::NAN.enc();
     }
     if fx == fy {

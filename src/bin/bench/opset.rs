@@ -113,7 +113,7 @@ pub(super) fn opset(bench: &Bench) -> Result<()> {
     )?;
     // where(isnan(a), 0, a) over a transposed f16 view, a tenth of its values NaN.
     let nan_f16 = |x: u64| {
-        if x % 10 == 0 {
+        if x.is_multiple_of(10) {
             f16::NAN
         } else {
             rand_f16(x)
