@@ -142,20 +142,28 @@ pub fn fast_class(p: &Program) -> Option<Class> {
     if (FAST_LOADED..p.n_inputs as usize).any(|k| Some(p.inputs[k]) != own) {
         return None;
     }
-    let allowed = |op: Opcode| fast_allows(class.is_float(), op);
+    let allowed = |op: Opcode| fast_allows(class, op);
     p.code()
         .iter()
         .all(|i| i.class == class as u8 && Opcode::from_code(i.op).is_some_and(allowed))
         .then_some(class)
 }
 
-/// Whether the fast path of a float (`float`) or an integer math type runs `op`: loads,
-/// constants and the arithmetic every type has, the float functions of the fast list for
-/// floats, the remainder for integers. The fast kernels hold arms for these only.
-pub const fn fast_allows(float: bool, op: Opcode) -> bool {
+/// Whether the fast path of math type `class` runs `op`: loads, constants, the arithmetic
+/// every type has, the float functions of the fast list for floats, the remainder for
+/// integers; comparisons, tests and `where` for every type but `u8` (their arms took
+/// `expr_bv_vec`, eight lanes of `u8` math, from 60 registers to 106 on sm_90). The fast
+/// kernels hold arms for these only.
+pub const fn fast_allows(class: Class, op: Opcode) -> bool {
     use Opcode::*;
+    let float = class.is_float();
     match op {
         Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp => true,
+        // Comparisons and tests give the type's 1 or 0, which only a `where` of the same
+        // program reads (its condition: a bool value anywhere else is of another math
+        // type, so the program is not of one).
+        Eq | Ne | Lt | Le | Gt | Ge | IsNan | IsInf | IsFinite | IsPosInf | IsNegInf | SignBit
+        | Where => !matches!(class, Class::U8 | Class::Bool),
         Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow | Erf | Floor | Ceil
         | Round | Trunc => float,
         Rem => !float,
@@ -204,41 +212,29 @@ macro_rules! fast_index_fn {
     };
 }
 
+/// Each opcode's position in the fast path's list (`fast_ops!`), the list's length for an op
+/// not in it (a table made at compile time: the GPU kernels read it once per instruction and
+/// block, when they compute the dispatch words).
+const FAST_INDEX: [u8; Opcode::ALL.len()] = {
+    let mut t = [FAST_LIST.len() as u8; Opcode::ALL.len()];
+    let mut i = 0;
+    while i < FAST_LIST.len() {
+        t[FAST_LIST[i] as usize] = i as u8;
+        i += 1;
+    }
+    t
+};
+
 /// The position of opcode code `op` in the fast path's list (`fast_ops!`), the list's
 /// length for any other op: a fast program's dispatch code counts from it, so the opcode
 /// numbering can grow past the codes a byte holds.
 #[inline(always)]
 pub const fn fast_index(op: u8) -> u32 {
-    let mut i = 0;
-    while i < FAST_LIST.len() {
-        if FAST_LIST[i] == op {
-            return i as u32;
-        }
-        i += 1;
+    if (op as usize) < FAST_INDEX.len() {
+        FAST_INDEX[op as usize] as u32
+    } else {
+        FAST_LIST.len() as u32
     }
-    FAST_LIST.len() as u32
-}
-
-/// `$cb!($($args)* op arity, …)` over the ops of the fast path: `Const` (arity 0), then
-/// every op [`fast_class`] admits.
-macro_rules! fast_ops {
-    ($cb:ident! $($args:tt)*) => {
-        $cb! {$($args)*
-            Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
-            Sigmoid 1, Erf 1, Floor 1, Ceil 1, Round 1, Trunc 1, Add 2, Sub 2, Mul 2, Div 2,
-            Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
-    };
-}
-/// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
-/// function, no division, `Rem` or `Pow`): the programs the cheap kernels run
-/// ([`is_cheap`]), whose dispatch holds these arms only and so fits more lanes in about the
-/// same registers (`Div` with its IEEE subroutine cost a block per SM).
-macro_rules! cheap_ops {
-    ($cb:ident! $($args:tt)*) => {
-        $cb! {$($args)*
-            Const 0, Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Min 2, Max 2, Fma 3,
-            Clamp 3}
-    };
 }
 
 /// Whether every instruction of `p` is a load, a constant or a cheap op (`cheap_ops!`):
@@ -305,22 +301,38 @@ pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
                 s[$a] = [T::dec(konst((w >> 8) as usize % MAX_CONSTS)); K];
             }};
             // An op the type's fast path does not run has an empty arm.
+            // A comparison or a test gives `T`'s 1 or 0; a `where` takes its condition as
+            // such a value.
             ($a:literal $op:ident 1) => {{
-                if fast_allows(T::FLOAT, Opcode::$op) {
+                if fast_allows(T::CLASS, Opcode::$op) {
                     let x = s[$a];
-                    s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
+                    s[$a] = if Opcode::$op.is_test() {
+                        core::array::from_fn(|j| T::truth(T::test(Opcode::$op, x[j]).get()))
+                    } else {
+                        core::array::from_fn(|j| T::unary(Opcode::$op, x[j]))
+                    };
                 }
             }};
             ($a:literal $op:ident 2) => {{
-                if fast_allows(T::FLOAT, Opcode::$op) {
+                if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y) = (s[$a], s[($a + 1) & 3]);
-                    s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
+                    s[$a] = if Opcode::$op.is_comparison() {
+                        core::array::from_fn(|j| {
+                            T::truth(T::compare(Opcode::$op, x[j], y[j]).get())
+                        })
+                    } else {
+                        core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]))
+                    };
                 }
             }};
             ($a:literal $op:ident 3) => {{
-                if fast_allows(T::FLOAT, Opcode::$op) {
+                if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
-                    s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
+                    s[$a] = if matches!(Opcode::$op, Opcode::Where) {
+                        core::array::from_fn(|j| if x[j].enc() != 0 { y[j] } else { z[j] })
+                    } else {
+                        core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]))
+                    };
                 }
             }};
         }
@@ -516,8 +528,8 @@ fn lanes3<T: Eval, const K: usize>(
 /// The operations of one math type. An opcode the type does not have (the host's type
 /// check keeps them out) gives the first operand unchanged.
 pub trait Eval: Math {
-    /// Whether this is a float math type.
-    const FLOAT: bool;
+    /// 1 or 0 of this type: a comparison's result on the fast path.
+    fn truth(b: bool) -> Self;
     fn unary(op: Opcode, x: Self) -> Self;
     fn binary(op: Opcode, x: Self, y: Self) -> Self;
     fn compare(op: Opcode, x: Self, y: Self) -> Bool;
@@ -601,7 +613,8 @@ fn ternary_num<T: Num>(op: Opcode, x: T, y: T, z: T) -> T {
 macro_rules! float_eval {
     ($($t:ty),*) => {$(
         impl Eval for $t {
-            const FLOAT: bool = true;
+            #[inline(always)]
+            fn truth(b: bool) -> Self { if b { 1.0 } else { 0.0 } }
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
@@ -750,7 +763,8 @@ float_eval!(f32, f64);
 macro_rules! int_eval {
     ($($t:ty, $u:ty: $neg:expr, $abs:expr, $rem:expr;)*) => {$(
         impl Eval for $t {
-            const FLOAT: bool = false;
+            #[inline(always)]
+            fn truth(b: bool) -> Self { b as $t }
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
@@ -862,7 +876,10 @@ int_eval! {
 }
 
 impl Eval for Bool {
-    const FLOAT: bool = false;
+    #[inline(always)]
+    fn truth(b: bool) -> Self {
+        Bool::from(b)
+    }
     #[inline(always)]
     fn unary(op: Opcode, x: Self) -> Self {
         match op {

@@ -161,16 +161,11 @@ pub(crate) fn fast_path(p: &Program) -> Option<usize> {
 }
 
 /// The general interpreter's kernels with the extended ops
-/// ([`is_extended`](crate::eval::is_extended)), by variant: the general kernels of programs
-/// that hold any (a family of their own, `expr_gx`, decoded on the first such program).
-pub const EXT_NAMES: [&str; 6] = [
-    "expr_gx_c",
-    "expr_gx_d1",
-    "expr_gx_d2",
-    "expr_gx_d3",
-    "expr_gx_d6",
-    "expr_gx_dn",
-];
+/// ([`is_extended`](crate::eval::is_extended)): contiguous operands and any rank (a family of
+/// its own, `expr_gx`, decoded on the first such program). The host runs such programs on
+/// these two only: their ops cost far more than the rolled loop over the dimensions, and
+/// each kernel holds every class's long functions (0.24 MB of sm_90 code).
+pub const EXT_NAMES: [&str; 2] = ["expr_gx_c", "expr_gx_dn"];
 
 /// Whether `p` holds an extended op or reads or writes `u64` (it runs on [`EXT_NAMES`]
 /// where it runs on the general interpreter).
@@ -184,11 +179,14 @@ pub fn is_ext(p: &Program) -> bool {
             .any(|&c| Some(c) == u64_code)
 }
 
-/// The kernel of `variant` that runs program `p`.
+/// The kernel of `variant` that runs program `p`. A program with extended ops ([`is_ext`])
+/// has the contiguous and the any-rank kernel only ([`EXT_NAMES`]): its launches take
+/// [`CONTIG`] or [`DN`] (the host's contract), and any other variant names the any-rank
+/// one.
 pub fn name(variant: usize, p: &Program) -> &'static str {
     match fast_path(p) {
         Some(i) => NAMES[variant % NAMES.len()][i + 1],
-        None if is_ext(p) => EXT_NAMES[variant % EXT_NAMES.len()],
+        None if is_ext(p) => EXT_NAMES[(variant != CONTIG) as usize],
         None => NAMES[variant % NAMES.len()][0],
     }
 }
@@ -1323,7 +1321,6 @@ mod device {
     macro_rules! entry {
         ($($name:literal $d:tt $ndim:tt;)*) => {$(
             entry!(@one $name, "gs", General, $d, $ndim);
-            entry!(@one $name, "gx", GeneralExt, $d, $ndim);
             entry!(@one $name, "fs", F32, $d, $ndim);
             entry!(@one $name, "ds", F64, $d, $ndim);
             entry!(@one $name, "is", I32, $d, $ndim);

@@ -144,6 +144,7 @@ fn expression_kernel_names_are_in_the_interpreters_image() {
     use strided_apply_expr::{kernel, reduce};
     let image = Image::parse(strided_apply::EXPR_KERNELS.bytes).expect("the image parses");
     let mut names: Vec<&str> = kernel::NAMES.iter().flatten().copied().collect();
+    names.extend(kernel::EXT_NAMES);
     names.extend(kernel::TILED_NAMES);
     names.extend(kernel::WIDE_NAMES.iter().flatten());
     names.extend(kernel::CHEAP_NAMES.iter().flatten());
@@ -165,6 +166,10 @@ fn expression_kernel_names_are_in_the_interpreters_image() {
     assert!(
         names.contains(&"expr_bo_k16"),
         "the u8 one-op kernel is listed"
+    );
+    assert!(
+        names.contains(&"expr_io_k16") && names.contains(&"expr_gx_dn"),
+        "the i8 one-op kernel and the extended ops' kernels are listed"
     );
     for name in names {
         let ptx = family_ptx(&image, name);
@@ -217,6 +222,10 @@ fn the_interpreters_families_are_split_by_class_and_layout_group() {
     }
     for (i, name) in kernel::TILED_NAMES.iter().enumerate() {
         named(name, classes[i + 1]);
+    }
+    // The extended ops' general kernels: a family of their own.
+    for name in kernel::EXT_NAMES {
+        assert_eq!(family_of(name), "expr_gx", "{name}");
     }
     for (c, name) in reduce::GROUP_KERNELS.iter().enumerate() {
         named(name, classes[c]);

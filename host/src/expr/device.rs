@@ -746,6 +746,19 @@ unsafe fn scalar<const N: usize>(
     }
     // SAFETY (each arm): forwarded; the geometry is the plan's, which fits 32 bits.
     unsafe {
+        // A program with extended ops has only the any-rank kernel past the contiguous one
+        // (`kernel::EXT_NAMES`): every strided plan takes its geometry.
+        if !kernel::is_fast(p) && kernel::is_ext(p) {
+            return one(
+                gpu,
+                stream,
+                p,
+                kernel::name(kernel::DN, p),
+                plan.numel,
+                &padded::<MAX_DIMS, N>(plan),
+                ptrs,
+            );
+        }
         match plan.variant {
             Variant::D2 => one(
                 gpu,

@@ -2206,10 +2206,26 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
         fast_class(f("a + b + c + d + e + f + g + h", F32).program()),
         Some(Class::F32)
     );
-    // Bool, comparisons and casts, or a deeper stack: general.
+    // Comparisons, tests and `where` over one type are fast (a comparison's value is the
+    // type's 1 or 0, read by the `where`).
+    assert_eq!(
+        fast_class(f("where(a > b, a, b)", F32).program()),
+        Some(Class::F32)
+    );
+    assert_eq!(
+        fast_class(f("where(isnan(a), 0, a)", F16).program()),
+        Some(Class::F32)
+    );
+    assert_eq!(
+        fast_class(f("where(a == b, a - b, b)", I32).program()),
+        Some(Class::I32)
+    );
+    // Bool values anywhere else, casts, or a deeper stack: general.
     for (text, t) in [
         ("a & b", Bool),
-        ("where(a > b, a, b)", F32),
+        ("where((a > b) & (b > a), a, b)", F32),
+        ("where(a, b, b)", Bool),
+        ("f32(a > b) + a", F32),
         ("bf16(a) + b", F32),
         ("a + (b + (c + (d + e)))", F32),
     ] {
@@ -2230,7 +2246,7 @@ fn the_fast_path_gives_the_general_interpreters_bits() {
     use strided_apply_expr::ir::{Instr, Opcode};
     // Distinct codes: loads by (input, slot), every op of the fast paths by (op, slot).
     let mut seen = std::collections::HashMap::new();
-    let fast_op = |o: Opcode| o == Opcode::Load || fast_allows(true, o) || fast_allows(false, o);
+    let fast_op = |o: Opcode| o == Opcode::Load || Class::ALL.iter().any(|&c| fast_allows(c, o));
     for (op, arity) in Opcode::ALL
         .iter()
         .filter(|&&o| fast_op(o))
@@ -2503,7 +2519,11 @@ fn the_tiled_kernel_takes_fast_programs_with_a_transposed_input() {
     let names = ["out", "a", "b"];
     let f32_add = compile("a + b", &tensors(&[("a", F32), ("b", F32)])).unwrap();
     let f64_add = compile("a + b", &tensors(&[("a", F64), ("b", F64)])).unwrap();
-    let general = compile("where(a > b, a, b)", &tensors(&[("a", F32), ("b", F32)])).unwrap();
+    let general = compile(
+        "where((a > b) | (b > a), a, b)",
+        &tensors(&[("a", F32), ("b", F32)]),
+    )
+    .unwrap();
     let tiles =
         |c: &Compiled, ls: [&Layout; 3]| tiled_geometry(c.program(), &plan(ls, names).unwrap());
     // [70, 40] row-major; `b` transposed (its unit stride on the output's slow axis).
