@@ -237,6 +237,29 @@ pub const fn fast_index(op: u8) -> u32 {
     }
 }
 
+/// `$cb!($($args)* op arity, …)` over the ops of the fast path: `Const` (arity 0), then
+/// every op [`fast_class`] admits.
+macro_rules! fast_ops {
+    ($cb:ident! $($args:tt)*) => {
+        $cb! {$($args)*
+            Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
+            Sigmoid 1, Erf 1, Floor 1, Ceil 1, Round 1, Trunc 1, IsNan 1, IsInf 1, IsFinite 1,
+            IsPosInf 1, IsNegInf 1, SignBit 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2,
+            Pow 2, Eq 2, Ne 2, Lt 2, Le 2, Gt 2, Ge 2, Fma 3, Clamp 3, Where 3}
+    };
+}
+/// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
+/// function, no division, `Rem` or `Pow`): the programs the cheap kernels run
+/// ([`is_cheap`]), whose dispatch holds these arms only and so fits more lanes in about the
+/// same registers (`Div` with its IEEE subroutine cost a block per SM).
+macro_rules! cheap_ops {
+    ($cb:ident! $($args:tt)*) => {
+        $cb! {$($args)*
+            Const 0, Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Min 2, Max 2, Fma 3,
+            Clamp 3}
+    };
+}
+
 /// Whether every instruction of `p` is a load, a constant or a cheap op (`cheap_ops!`):
 /// a fast program that the cheap kernels can run.
 pub fn is_cheap(p: &Program) -> bool {
