@@ -20,7 +20,7 @@ pub type Lanes<const K: usize> = [u64; K];
 
 /// Runs `p` on `K` lanes. `inputs[i]` holds input `i` already in its math type
 /// ([`widen`]); the result is in the program's result class (round
-/// it to the output with [`narrow`]).
+/// it to the output with [`narrow`](crate::value::narrow)).
 #[inline(always)]
 pub fn eval<const K: usize>(p: &Program, inputs: &[Lanes<K>; MAX_INPUTS]) -> Lanes<K> {
     run(
@@ -151,21 +151,16 @@ pub fn fast_class(p: &Program) -> Option<Class> {
 
 /// Whether the fast path of math type `class` runs `op`: loads, constants, the arithmetic
 /// every type has, the float functions of the fast list for floats, the remainder for
-/// integers; comparisons, tests and `where` for every type but `u8` (their arms took
-/// `expr_bv_vec`, eight lanes of `u8` math, from 60 registers to 106 on sm_90). The fast
-/// kernels hold arms for these only.
+/// integers. The fast kernels hold arms for these only. Comparisons, tests and `where` (as
+/// the type's 1 or 0) and `erf` were tried on it and measured no faster than the general
+/// interpreter (H200, `where(isnan(a), 0, a)` f16 transposed 1.37 ms against 1.32, `erf` of
+/// a broadcast row 0.82 against 0.57; `benches/runs/73-op-set`): they stay off it.
 pub const fn fast_allows(class: Class, op: Opcode) -> bool {
     use Opcode::*;
     let float = class.is_float();
     match op {
         Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp => true,
-        // Comparisons and tests give the type's 1 or 0, which only a `where` of the same
-        // program reads (its condition: a bool value anywhere else is of another math
-        // type, so the program is not of one).
-        Eq | Ne | Lt | Le | Gt | Ge | IsNan | IsInf | IsFinite | IsPosInf | IsNegInf | SignBit
-        | Where => !matches!(class, Class::U8 | Class::Bool),
-        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow | Erf | Floor | Ceil
-        | Round | Trunc => float,
+        Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow => float,
         Rem => !float,
         _ => false,
     }
@@ -243,9 +238,7 @@ macro_rules! fast_ops {
     ($cb:ident! $($args:tt)*) => {
         $cb! {$($args)*
             Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
-            Sigmoid 1, Erf 1, Floor 1, Ceil 1, Round 1, Trunc 1, IsNan 1, IsInf 1, IsFinite 1,
-            IsPosInf 1, IsNegInf 1, SignBit 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2,
-            Pow 2, Eq 2, Ne 2, Lt 2, Le 2, Gt 2, Ge 2, Fma 3, Clamp 3, Where 3}
+            Sigmoid 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
     };
 }
 /// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
@@ -324,38 +317,22 @@ pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
                 s[$a] = [T::dec(konst((w >> 8) as usize % MAX_CONSTS)); K];
             }};
             // An op the type's fast path does not run has an empty arm.
-            // A comparison or a test gives `T`'s 1 or 0; a `where` takes its condition as
-            // such a value.
             ($a:literal $op:ident 1) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let x = s[$a];
-                    s[$a] = if Opcode::$op.is_test() {
-                        core::array::from_fn(|j| T::truth(T::test(Opcode::$op, x[j]).get()))
-                    } else {
-                        core::array::from_fn(|j| T::unary(Opcode::$op, x[j]))
-                    };
+                    s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
                 }
             }};
             ($a:literal $op:ident 2) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y) = (s[$a], s[($a + 1) & 3]);
-                    s[$a] = if Opcode::$op.is_comparison() {
-                        core::array::from_fn(|j| {
-                            T::truth(T::compare(Opcode::$op, x[j], y[j]).get())
-                        })
-                    } else {
-                        core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]))
-                    };
+                    s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
                 }
             }};
             ($a:literal $op:ident 3) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
-                    s[$a] = if matches!(Opcode::$op, Opcode::Where) {
-                        core::array::from_fn(|j| if x[j].enc() != 0 { y[j] } else { z[j] })
-                    } else {
-                        core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]))
-                    };
+                    s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
                 }
             }};
         }
@@ -551,8 +528,6 @@ fn lanes3<T: Eval, const K: usize>(
 /// The operations of one math type. An opcode the type does not have (the host's type
 /// check keeps them out) gives the first operand unchanged.
 pub trait Eval: Math {
-    /// 1 or 0 of this type: a comparison's result on the fast path.
-    fn truth(b: bool) -> Self;
     fn unary(op: Opcode, x: Self) -> Self;
     fn binary(op: Opcode, x: Self, y: Self) -> Self;
     fn compare(op: Opcode, x: Self, y: Self) -> Bool;
@@ -637,8 +612,6 @@ macro_rules! float_eval {
     ($($t:ty),*) => {$(
         impl Eval for $t {
             #[inline(always)]
-            fn truth(b: bool) -> Self { if b { 1.0 } else { 0.0 } }
-            #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
                     Opcode::Neg => op2(ops::Neg, x),
@@ -680,7 +653,9 @@ macro_rules! float_eval {
                     Opcode::Sinh => FloatFns::sinh(x),
                     Opcode::Cosh => FloatFns::cosh(x),
                     Opcode::Asinh => FloatFns::asinh(x),
-                    Opcode::Acosh => FloatFns::acosh(x),
+                    // Below 1 NaN on both sides (musl's `acosh` on the host gives -inf for
+                    // x < -1: it assumes x >= 1).
+                    Opcode::Acosh => if x < 1.0 { <$t>::NAN } else { FloatFns::acosh(x) },
                     Opcode::Atanh => FloatFns::atanh(x),
                     _ => x,
                 }
@@ -786,8 +761,6 @@ float_eval!(f32, f64);
 macro_rules! int_eval {
     ($($t:ty, $u:ty: $neg:expr, $abs:expr, $rem:expr;)*) => {$(
         impl Eval for $t {
-            #[inline(always)]
-            fn truth(b: bool) -> Self { b as $t }
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {
@@ -899,10 +872,6 @@ int_eval! {
 }
 
 impl Eval for Bool {
-    #[inline(always)]
-    fn truth(b: bool) -> Self {
-        Bool::from(b)
-    }
     #[inline(always)]
     fn unary(op: Opcode, x: Self) -> Self {
         match op {

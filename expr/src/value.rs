@@ -90,7 +90,8 @@ pub fn convert(from: Class, to: Class, v: u64) -> u64 {
     convert_in::<true>(from, to, v)
 }
 
-/// [`convert`] with `u64` math only where `EXT` ([`with_class_in!`]).
+/// [`convert`] with `u64` math only where `EXT` (the general kernels without extended ops
+/// hold no `u64` arm).
 #[inline(always)]
 pub fn convert_in<const EXT: bool>(from: Class, to: Class, v: u64) -> u64 {
     with_class_in!(EXT, to, To => with_class_in!(EXT, from, From => cast::<To, From>(v)))
@@ -120,7 +121,7 @@ pub fn narrow(c: Class, v: u64, e: ElemType) -> u64 {
     narrow_in::<true>(c, v, e)
 }
 
-/// [`narrow`] with `u64` math only where `EXT` ([`with_class_in!`]).
+/// [`narrow`] with `u64` math only where `EXT` (as [`convert_in`]).
 #[inline(always)]
 pub fn narrow_in<const EXT: bool>(c: Class, v: u64, e: ElemType) -> u64 {
     macro_rules! to {

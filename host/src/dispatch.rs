@@ -1072,6 +1072,47 @@ mod tests {
     }
 
     #[test]
+    fn gelu_tanh_is_pytorchs_formula_on_the_fast_path() {
+        // The op's program swaps the operands of PyTorch's additions and products (the same
+        // roundings, so the same bits) and fits the fast path's four slots.
+        let op = DynOp::new("gelu_tanh", &[BF16, BF16], &[]).unwrap();
+        let c = op.program().unwrap();
+        assert_eq!(c.program().fast, strided_apply_expr::Class::F32 as u8);
+        let torch = crate::expr::Expr::parse(
+            "0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * (a * a * a))))",
+        )
+        .unwrap()
+        .compile(&[("a", crate::expr::Arg::Tensor(BF16))], None)
+        .unwrap();
+        let n = 4096;
+        let x: Vec<u16> = (0..n).map(|i| (i as u16).wrapping_mul(40503)).collect();
+        let l = crate::layout::Layout::contiguous(&[n]).unwrap();
+        let mut got = vec![0u16; n];
+        let mut want = vec![0u16; n];
+        let input = [crate::operand::HostTensor::new(
+            bytemuck::cast_slice(&x),
+            BF16,
+            &l,
+        )];
+        op.run_cpu(
+            crate::operand::HostTensorMut::new(bytemuck::cast_slice_mut(&mut got), BF16, &l),
+            &input,
+        )
+        .unwrap();
+        torch
+            .run_cpu(
+                crate::operand::HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), BF16, &l),
+                &input,
+                &[],
+            )
+            .unwrap();
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let nan = |b: u16| b & 0x7f80 == 0x7f80 && b & 0x7f != 0;
+            assert!(g == w || (nan(*g) && nan(*w)), "{:#x}: {g:#x} {w:#x}", x[i]);
+        }
+    }
+
+    #[test]
     fn every_program_op_compiles_for_the_types_it_takes() {
         // Each op id over f32, f16, i32, i8 and bool inputs: it compiles (its text parses,
         // its names are its operands and scalars), or it is a type error naming the op's

@@ -138,6 +138,21 @@ LAYOUTS = ("contiguous", "transposed", "broadcast_row", "step2")
 # The op set: each op id's torch function, comparison and data.
 
 
+# (op, dtype) pairs where the library refuses what torch computes (README's list).
+DIFFERENCES = {("square", "bool"): "square of bools is refused (torch gives int64)"}
+
+
+def _floats_only(f):
+    """`f`, raising as torch's activations do for integer and bool tensors."""
+
+    def g(x, *rest):
+        if not x.is_floating_point():
+            raise RuntimeError(f"not implemented for '{x.dtype}'")
+        return f(x, *rest)
+
+    return g
+
+
 class Spec:
     """How op `id` is compared.
 
@@ -247,8 +262,10 @@ SPECS = {
     "mish": Spec(F.mish, COMPOSITE),
     "softplus": Spec(lambda x, b, t: F.softplus(x, b, t), COMPOSITE, scalars=((2.0, 10.0), None)),
     "softsign": Spec(F.softsign, COMPOSITE),
-    "hardsigmoid": Spec(F.hardsigmoid, COMPOSITE),
-    "hardswish": Spec(F.hardswish, COMPOSITE),
+    # Not torch's own as the reference: its CUDA kernel multiplies by `1.0f / 6.0f`, a float32
+    # constant, for float64 too (hardsigmoid(3) is 1.0000000298 there): the exact formula.
+    "hardsigmoid": Spec(_floats_only(lambda x: torch.clamp(x + 3, 0, 6) / 6), COMPOSITE),
+    "hardswish": Spec(_floats_only(lambda x: x * torch.clamp(x + 3, 0, 6) / 6), COMPOSITE),
     "logsigmoid": Spec(F.logsigmoid, COMPOSITE),
     "tanhshrink": Spec(F.tanhshrink, COMPOSITE),
     # Binary, exact.
@@ -551,6 +568,12 @@ DTYPE_NAMES = list(TD)
 def test_op_matches_torch(device, op, dtype):
     spec = SPECS[op]
     t = dtype
+    if (op, t) in DIFFERENCES:
+        # A documented difference (the README's list): the library refuses with a typed error.
+        x = make_inputs(spec, op, t, LAYOUTS[0], torch.Generator().manual_seed(0), device)
+        with pytest.raises(sa.DtypeError):
+            getattr(sa, op)(*x)
+        pytest.skip(f"documented difference: {DIFFERENCES[(op, t)]}")
     scalars = scalars_for(spec, t)
     compared = 0
     for layout in LAYOUTS:
@@ -599,7 +622,8 @@ def test_every_op_of_the_set_is_compared():
     the input counts and scalar names of SPECS, and each is a function of the module."""
     if not PROGRAMS_RS.exists():
         pytest.skip(f"{PROGRAMS_RS} is not in this checkout (an installed copy of the tests)")
-    listed = program_text_ops()
+    # `cast` over the new types is a program too; the float8 and integer tests cover it.
+    listed = [x for x in program_text_ops() if x[0] != "cast"]
     assert len(listed) > 50, listed
     ids = [op for op, _, _ in listed]
     assert sorted(ids) == OP_IDS, (sorted(set(ids) - set(OP_IDS)), sorted(set(OP_IDS) - set(ids)))

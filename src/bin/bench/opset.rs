@@ -163,7 +163,8 @@ pub(super) fn opset(bench: &Bench) -> Result<()> {
         ops::Tolerance::Exact,
     )?;
     // gelu, tanh form (PyTorch's formula), bf16 contiguous and transposed.
-    let gelu = "0.5 * a * (1 + tanh(0.7978845608028654 * (a + 0.044715 * (a * a * a))))";
+    // `gelu_tanh`'s program (host/src/dispatch/programs.rs).
+    let gelu = "(tanh((a * a * a * 0.044715 + a) * 0.7978845608028654) + 1) * (a * 0.5)";
     let g = dense(&[big, big], 47, rand_bf16)?;
     program::<bf16, bf16, bf16>(
         bench,
