@@ -91,7 +91,8 @@ fn output_type(
     if let Some(d) = dtype {
         return dtype_arg(py, d);
     }
-    if dispatch::program_ops().any(|p| p == op) {
+    // A cast has no output type of its own: the families' rule below (several: name it).
+    if op != "cast" && dispatch::program_ops().any(|p| p == op) {
         return dispatch::output_type(op, inputs, scalars).py();
     }
     let mut outs: Vec<ElemType> = info
