@@ -748,8 +748,9 @@ unsafe fn scalar<const N: usize>(
     unsafe {
         // A program with extended ops has only the any-rank kernel past the contiguous one
         // (`kernel::EXT_NAMES`): every strided plan takes its geometry.
-        if !kernel::is_fast(p) && kernel::is_ext(p) {
-            return one(
+        let ext = !kernel::is_fast(p) && kernel::is_ext(p);
+        match plan.variant {
+            _ if ext => one(
                 gpu,
                 stream,
                 p,
@@ -757,9 +758,7 @@ unsafe fn scalar<const N: usize>(
                 plan.numel,
                 &padded::<MAX_DIMS, N>(plan),
                 ptrs,
-            );
-        }
-        match plan.variant {
+            ),
             Variant::D2 => one(
                 gpu,
                 stream,
