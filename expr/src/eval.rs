@@ -282,12 +282,12 @@ const _: () = assert!(
 /// input `k`'s `K` lanes in `T` (called with a constant `k` in each load's arm; the arms
 /// of the first `INPUTS` inputs only, so a kernel that loads four has no code for the
 /// others), and one dispatch serves `K` elements. The program comes as
-/// its [`fast_word`]s (`word(pc)` for `pc < len`). The same ops as [`run`], so the same
+/// its [`fast_word`]s (`word(pc)` for `pc < len`, called once per `pc` in order). The same ops as [`run`], so the same
 /// bits.
 #[inline(always)]
 pub fn run_fast<T: Eval, const K: usize, const INPUTS: usize>(
     len: usize,
-    word: impl Fn(usize) -> u32,
+    word: impl FnMut(usize) -> u32,
     konst: impl Fn(usize) -> u64,
     input: impl Fn(usize) -> [T; K],
 ) -> [T; K] {
@@ -299,16 +299,16 @@ pub fn run_fast<T: Eval, const K: usize, const INPUTS: usize>(
 #[inline(always)]
 pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
     len: usize,
-    word: impl Fn(usize) -> u32,
+    mut word: impl FnMut(usize) -> u32,
     konst: impl Fn(usize) -> u64,
     input: impl Fn(usize) -> [T; K],
 ) -> [T; K] {
     let zero = T::dec(0);
     let mut s = [[zero; K]; FAST_SLOTS];
-    let n = len.min(MAX_INSTRS);
-    let mut pc = 0;
+    let n = len.min(MAX_INSTRS) as u32;
+    let mut pc = 0u32;
     while pc < n {
-        let w = word(pc);
+        let w = word(pc as usize);
         // One dispatch per instruction on its code, (opcode, slot), as the CUDA C probe's
         // stack machine: in each arm the op and the slots are constants, so the slots stay
         // in registers without selects and the lanes are that op's code only.

@@ -735,9 +735,18 @@ mod device {
                 more(k).map(|v| T::dec(v.bits()))
             }
         };
+        // The words' address as an induction variable of its own: derived from the block's
+        // shared-memory base in every iteration, ptxas re-read that base (`S2UR`) per
+        // interpreted instruction (`run_ops` calls `word` once per instruction, in order).
+        let mut at = base + PROGRAM_BYTES;
         let r = run_ops::<T, K, INPUTS, CHEAP>(
             p.len as usize,
-            |pc| word(base, pc),
+            |_| {
+                // SAFETY: the staged words; `run_ops` reads at most `MAX_INSTRS` of them.
+                let w = unsafe { ld_shared_u32(at) };
+                at += 4;
+                w
+            },
             |c| konst(base, c),
             input,
         );
