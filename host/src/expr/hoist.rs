@@ -54,7 +54,8 @@ fn result_class(i: Instr) -> Class {
 /// output axes along which input `k` does not vary (size 1 or stride 0 after broadcasting
 /// to `out_shape`). A subexpression is hoisted when it reads some input, holds an expensive
 /// op, does not vary along some axis, its parent does vary along every axis, and its
-/// temporary has at most half the output's elements. The main program reads at most
+/// temporary has at most half the output's elements; the whole program likewise (the main
+/// program then reads its temporary only). The main program reads at most
 /// `max_inputs` inputs (temporaries included): where every such subexpression would take
 /// more, the ones hoisted are those that save the most expensive ops ([`hoist_parts`]).
 pub(crate) fn hoist(
@@ -190,6 +191,17 @@ pub(crate) fn hoist_parts(
             }
         }
         stack.push(entry);
+    }
+    // The whole program, where every input it reads is broadcast along some axes (`erf` of
+    // a broadcast row): computed once per distinct index, the main program then only copies
+    // the temporary out (nothing below the root varies along those axes, so nothing else
+    // was chosen).
+    if let [root] = stack[..] {
+        let axes = inv_of(root.1);
+        let len = p.code().len();
+        if root.1 != 0 && axes != 0 && root.2 && len > 1 && 2 * temp_numel(axes) <= numel {
+            chosen.push((0, len - 1, axes));
+        }
     }
     let code = p.code();
     let chosen = fitting(code, &chosen, max_inputs.min(MAX_INPUTS));

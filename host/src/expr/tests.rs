@@ -2436,6 +2436,53 @@ fn hoisting_takes_the_invariant_subexpressions_and_keeps_the_bits() {
 }
 
 #[test]
+fn a_program_invariant_along_an_axis_is_hoisted_whole_and_keeps_the_bits() {
+    use super::hoist::hoist;
+    for (text, t) in [("erf(a)", F32), ("erf(a)", F16), ("sqrt(a) * a + 1", F64)] {
+        let c = parse(text).compile(&tensors(&[("a", t)]), None).unwrap();
+        let p = c.program();
+        // Out [5, 7], `a` a row: the whole program once per column.
+        let h = hoist(p, &[0b01], &[5, 7], MAX_INPUTS).expect("the root hoisted");
+        assert_eq!(h.parts.len(), 1, "{text}");
+        assert_eq!(
+            (h.parts[0].axes, h.parts[0].inputs.clone()),
+            (0b01, vec![0])
+        );
+        assert!(
+            h.inputs.is_empty(),
+            "{text}: the main program reads the temporary only"
+        );
+        assert_eq!(h.program.code().len(), 1, "{text}: a load");
+        assert_eq!(h.program.out, p.out, "{text}: the output type stays");
+        let class = Class::of(t).unwrap();
+        let e = h.parts[0].elem;
+        let mut r = Rng::new(11);
+        for _ in 0..200 {
+            let a = value::widen(t, random_value(&mut r, t));
+            let want = value::narrow(class, eval_at(p, &[a]), t);
+            // The part stored in its element type, read back, rounded once to the output.
+            let part = value::widen(
+                e,
+                value::narrow(class, eval_at(&h.parts[0].program, &[a]), e),
+            );
+            let got = value::narrow(class, eval_at(&h.program, &[part]), t);
+            assert_eq!(got, want, "{text} {t:?}");
+        }
+        // Varying along every axis, or a temporary over half the output: not hoisted.
+        assert!(hoist(p, &[0], &[5, 7], MAX_INPUTS).is_none(), "{text}");
+        assert!(hoist(p, &[0b01], &[1, 7], MAX_INPUTS).is_none(), "{text}");
+    }
+    // A bare load or cheap ops only: nothing to save.
+    for text in ["a", "a * 2 + 1"] {
+        let c = parse(text).compile(&tensors(&[("a", F32)]), None).unwrap();
+        assert!(
+            hoist(c.program(), &[0b01], &[5, 7], MAX_INPUTS).is_none(),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn the_vectorised_kernel_takes_aligned_unit_and_broadcast_dimensions_only() {
     use super::device::vector_geometry;
     use crate::plan::plan;
