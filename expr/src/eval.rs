@@ -142,6 +142,23 @@ pub fn fast_class(p: &Program) -> Option<Class> {
     if (FAST_LOADED..p.n_inputs as usize).any(|k| Some(p.inputs[k]) != own) {
         return None;
     }
+    // The fast kernels convert between the float types, and to and from the other element
+    // types of the math type itself (`value::widen_own`, `narrow_own`): an operand of
+    // another math type, or an 8-bit float, leaves the fast path.
+    let converted = |code: u8| {
+        elem_of_code(code).is_some_and(|e| match e {
+            ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::BF16 => true,
+            ElemType::F8E4M3 | ElemType::F8E5M2 => false,
+            _ => Class::of(e) == Some(class),
+        })
+    };
+    if !converted(p.out)
+        || !p.inputs[..p.n_inputs as usize]
+            .iter()
+            .all(|&c| converted(c))
+    {
+        return None;
+    }
     let allowed = |op: Opcode| fast_allows(class, op);
     p.code()
         .iter()
@@ -151,16 +168,20 @@ pub fn fast_class(p: &Program) -> Option<Class> {
 
 /// Whether the fast path of math type `class` runs `op`: loads, constants, the arithmetic
 /// every type has, the float functions of the fast list for floats, the remainder for
-/// integers. The fast kernels hold arms for these only. Comparisons, tests and `where` (as
-/// the type's 1 or 0) and `erf` were tried on it and measured no faster than the general
-/// interpreter (H200, `where(isnan(a), 0, a)` f16 transposed 1.37 ms against 1.32, `erf` of
-/// a broadcast row 0.82 against 0.57; `benches/runs/73-op-set`): they stay off it.
+/// integers; comparisons, tests and `where` for the float types (a comparison gives the
+/// type's 1 or 0, which only a `where` of the same program reads: a bool value anywhere
+/// else is of another math type). The fast kernels hold arms for these only. On the general
+/// interpreter `where(isnan(a), 0, a)` of a transposed f16 square took 10.8 ms (H100), on
+/// the fast path's tiled kernel (`benches/runs/75-op-set-h100`). For `u8` math the
+/// comparisons' arms took `expr_bv_vec` from 60 registers to 106: integers stay off.
 pub const fn fast_allows(class: Class, op: Opcode) -> bool {
     use Opcode::*;
     let float = class.is_float();
     match op {
         Load | Const | Neg | Abs | Relu | Add | Sub | Mul | Div | Min | Max | Fma | Clamp => true,
         Sqrt | Rsqrt | Exp | Log | Sin | Cos | Tanh | Sigmoid | Pow => float,
+        Eq | Ne | Lt | Le | Gt | Ge | IsNan | IsInf | IsFinite | IsPosInf | IsNegInf | SignBit
+        | Where => float,
         Rem => !float,
         _ => false,
     }
@@ -238,7 +259,9 @@ macro_rules! fast_ops {
     ($cb:ident! $($args:tt)*) => {
         $cb! {$($args)*
             Const 0, Neg 1, Abs 1, Relu 1, Sqrt 1, Rsqrt 1, Exp 1, Log 1, Sin 1, Cos 1, Tanh 1,
-            Sigmoid 1, Add 2, Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Fma 3, Clamp 3}
+            Sigmoid 1, IsNan 1, IsInf 1, IsFinite 1, IsPosInf 1, IsNegInf 1, SignBit 1, Add 2,
+            Sub 2, Mul 2, Div 2, Rem 2, Min 2, Max 2, Pow 2, Eq 2, Ne 2, Lt 2, Le 2, Gt 2, Ge 2,
+            Fma 3, Clamp 3, Where 3}
     };
 }
 /// `$cb!($($args)* op arity, …)` over the cheap ops of the fast path (no transcendental
@@ -316,23 +339,38 @@ pub fn run_ops<T: Eval, const K: usize, const INPUTS: usize, const CHEAP: bool>(
             ($a:literal Const 0) => {{
                 s[$a] = [T::dec(konst((w >> 8) as usize % MAX_CONSTS)); K];
             }};
-            // An op the type's fast path does not run has an empty arm.
+            // An op the type's fast path does not run has an empty arm. A comparison or a
+            // test gives `T`'s 1 or 0; a `where` takes its condition as such a value.
             ($a:literal $op:ident 1) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let x = s[$a];
-                    s[$a] = core::array::from_fn(|j| T::unary(Opcode::$op, x[j]));
+                    s[$a] = if Opcode::$op.is_test() {
+                        core::array::from_fn(|j| T::truth(T::test(Opcode::$op, x[j]).get()))
+                    } else {
+                        core::array::from_fn(|j| T::unary(Opcode::$op, x[j]))
+                    };
                 }
             }};
             ($a:literal $op:ident 2) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y) = (s[$a], s[($a + 1) & 3]);
-                    s[$a] = core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]));
+                    s[$a] = if Opcode::$op.is_comparison() {
+                        core::array::from_fn(|j| {
+                            T::truth(T::compare(Opcode::$op, x[j], y[j]).get())
+                        })
+                    } else {
+                        core::array::from_fn(|j| T::binary(Opcode::$op, x[j], y[j]))
+                    };
                 }
             }};
             ($a:literal $op:ident 3) => {{
                 if fast_allows(T::CLASS, Opcode::$op) {
                     let (x, y, z) = (s[$a], s[($a + 1) & 3], s[($a + 2) & 3]);
-                    s[$a] = core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]));
+                    s[$a] = if matches!(Opcode::$op, Opcode::Where) {
+                        core::array::from_fn(|j| if x[j].enc() != 0 { y[j] } else { z[j] })
+                    } else {
+                        core::array::from_fn(|j| T::ternary(Opcode::$op, x[j], y[j], z[j]))
+                    };
                 }
             }};
         }
@@ -528,6 +566,11 @@ fn lanes3<T: Eval, const K: usize>(
 /// The operations of one math type. An opcode the type does not have (the host's type
 /// check keeps them out) gives the first operand unchanged.
 pub trait Eval: Math {
+    /// 1 or 0 of this type: a comparison's result on the fast path.
+    #[inline(always)]
+    fn truth(b: bool) -> Self {
+        Self::dec(b as u64)
+    }
     fn unary(op: Opcode, x: Self) -> Self;
     fn binary(op: Opcode, x: Self, y: Self) -> Self;
     fn compare(op: Opcode, x: Self, y: Self) -> Bool;
@@ -611,6 +654,8 @@ fn ternary_num<T: Num>(op: Opcode, x: T, y: T, z: T) -> T {
 macro_rules! float_eval {
     ($($t:ty),*) => {$(
         impl Eval for $t {
+            #[inline(always)]
+            fn truth(b: bool) -> Self { if b { 1.0 } else { 0.0 } }
             #[inline(always)]
             fn unary(op: Opcode, x: Self) -> Self {
                 match op {

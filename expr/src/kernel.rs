@@ -367,10 +367,15 @@ pub const ONE_OPERANDS: usize = 3;
 /// then one op of [`ONE_OPS`] applied to them, operand `q` being input `q` for `q` below
 /// the input count and a constant of index below [`ONE_OPERANDS`] after them (`a + b`,
 /// `a * 2`, `clamp(a, 0, 6)`, `fma(a, b, c)`, `relu(a)`; not `2 * a` or `a + a`, which run
-/// on the interpreter).
+/// on the interpreter). A copy, the program `a` (a whole program hoisted, `positive`), is
+/// one too: its op is `Load`, the identity.
 pub fn one_op(p: &Program) -> Option<Opcode> {
     fast_path(p)?;
     let code = p.code();
+    if let [i] = code {
+        let copy = i.op == Opcode::Load as u8 && i.arg == 0 && p.n_inputs == 1;
+        return copy.then_some(Opcode::Load);
+    }
     let (last, operands) = code.split_last()?;
     let op = Opcode::from_code(last.op).filter(|o| ONE_OPS.contains(o))?;
     let n_in = p.n_inputs as usize;
@@ -448,7 +453,7 @@ mod device {
     use crate::eval::{fast_word, run_in, run_ops, Eval, FAST_INPUTS, FAST_LOADED};
     use crate::ir::{Class, Instr, Opcode, Program, MAX_INPUTS, MAX_INSTRS};
     use crate::reduce::{self, input_bases, load_bits, store_bits, Walk};
-    use crate::value::{elem_of, narrow, narrow_in, widen, Math};
+    use crate::value::{elem_of, narrow, narrow_in, narrow_own, widen, widen_own, Math};
     use core::arch::nvptx;
     use gpu_kernels::device::{
         block_rows_and_grid, ld_shared_u32, shared_base, shared_base32, st_shared_u32,
@@ -1108,16 +1113,18 @@ mod device {
 
     /// `$lanes!(t)` for element type `$e`, with `t` a constant in each arm. `$every`: an arm
     /// for every element type (`$none` for a code that is none); else the float types' arms
-    /// and one of a run-time type for the others. [`widen_lanes`] and [`narrow_lanes`].
+    /// and `$own!(t)` of a run-time type for the others, which are of the math type itself
+    /// there ([`fast_class`](crate::eval::fast_class)). [`widen_lanes`] and
+    /// [`narrow_lanes`].
     macro_rules! by_elem {
-        ($e:expr, $every:expr, $lanes:ident, $none:expr) => {
+        ($e:expr, $every:expr, $lanes:ident, $own:ident, $none:expr) => {
             if !$every {
                 match $e {
                     ElemType::F32 => $lanes!(ElemType::F32),
                     ElemType::F64 => $lanes!(ElemType::F64),
                     ElemType::F16 => $lanes!(ElemType::F16),
                     ElemType::BF16 => $lanes!(ElemType::BF16),
-                    other => $lanes!(other),
+                    other => $own!(other),
                 }
             } else {
                 match $e {
@@ -1156,7 +1163,13 @@ mod device {
                 core::array::from_fn(|j| T::dec(widen($e, bits[j].bits())))
             };
         }
-        by_elem!(e, EVERY, lanes, [T::dec(0); K])
+        // The fast kernels' run-time arm: a type of `T`'s math type (`fast_class`).
+        macro_rules! own {
+            ($e:expr) => {
+                core::array::from_fn(|j| T::dec(widen_own(T::CLASS, $e, bits[j].bits())))
+            };
+        }
+        by_elem!(e, EVERY, lanes, own, [T::dec(0); K])
     }
 
     /// Values of `T` rounded once to the output type `e` ([`narrow`]), one branch on it.
@@ -1170,7 +1183,12 @@ mod device {
                 core::array::from_fn(|j| narrow(T::CLASS, v[j].enc(), $e))
             };
         }
-        by_elem!(e, EVERY, lanes, [0; K])
+        macro_rules! own {
+            ($e:expr) => {
+                core::array::from_fn(|j| narrow_own(T::CLASS, v[j].enc(), $e))
+            };
+        }
+        by_elem!(e, EVERY, lanes, own, [0; K])
     }
 
     /// The grid-stride loop of every variant; `ndim == 0` is the contiguous one.
@@ -1580,6 +1598,9 @@ mod device {
     fn one_code(p: &Program) -> u8 {
         let operands = (p.len as usize).wrapping_sub(1);
         let mut op = p.instrs[3].op;
+        if operands == 0 {
+            op = p.instrs[0].op;
+        }
         if operands == 1 {
             op = p.instrs[1].op;
         }
@@ -1711,6 +1732,10 @@ mod device {
                 });
                 r
             }};
+            // The copy: input 0 as it is.
+            (@@ Load 1 $j:ident) => {
+                x(0, $j)
+            };
             (@@ $name:ident 1 $j:ident) => {
                 T::unary(Opcode::$name, x(0, $j))
             };
@@ -1722,7 +1747,7 @@ mod device {
             };
         }
         let r = ops!(
-            Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
+            Load 1, Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
         );
         let off = offset_at(g, &c, 2, 0);
         if full {
@@ -2089,7 +2114,11 @@ mod device {
                     });
                     r
                 }};
-                (@@ $name:ident 1 $j:ident) => {
+                // The copy: input 0 as it is.
+            (@@ Load 1 $j:ident) => {
+                x(0, $j)
+            };
+            (@@ $name:ident 1 $j:ident) => {
                     T::unary(Opcode::$name, x(0, $j))
                 };
                 (@@ $name:ident 2 $j:ident) => {
@@ -2100,7 +2129,7 @@ mod device {
                 };
             }
             let bits: [u64; K] = ops!(
-                Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
+                Load 1, Neg 1, Abs 1, Relu 1, Add 2, Sub 2, Mul 2, Div 2, Min 2, Max 2, Fma 3, Clamp 3
             );
             let offs = lanes_at(0, (tx, ty), (0, rows));
             // SAFETY: the live lanes' output offsets (module contract).

@@ -114,6 +114,38 @@ pub fn widen(e: ElemType, bits: u64) -> u64 {
     }
 }
 
+/// [`widen`] of an element type whose math type is `c` (`Class::of(e) == Some(c)`), not a
+/// float type: the fast kernels' run-time arm, which holds these conversions only (every
+/// type's had cost the `u8` kernel a 200-byte stack frame; the 8-bit floats' took
+/// `expr_fs_d2` from 64 registers to 66–69, so programs over them run on the general
+/// interpreter).
+#[inline(always)]
+pub fn widen_own(c: Class, e: ElemType, bits: u64) -> u64 {
+    match c {
+        Class::I32 => match e {
+            ElemType::I8 => (bits as u8 as i8 as i32).enc(),
+            ElemType::I16 => (bits as u16 as i16 as i32).enc(),
+            ElemType::U16 => (bits as u16 as i32).enc(),
+            _ => bits & 0xffff_ffff,
+        },
+        _ => bits & width_mask(c.elem()),
+    }
+}
+
+/// [`narrow`] of a value of math type `c` to an element type of that math type (as
+/// [`widen_own`]): wrapping for the narrow integers.
+#[inline(always)]
+pub fn narrow_own(c: Class, v: u64, e: ElemType) -> u64 {
+    match c {
+        Class::I32 => match e {
+            ElemType::I8 => v & 0xff,
+            ElemType::I16 | ElemType::U16 => v & 0xffff,
+            _ => v & 0xffff_ffff,
+        },
+        _ => v & width_mask(c.elem()),
+    }
+}
+
 /// A value of math type `c` rounded once to element type `e`, as the element's bits (a
 /// cast: floats to integers saturate, integers to narrower integers wrap).
 #[inline(always)]

@@ -621,6 +621,8 @@ pub fn one_op_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
     use strided_apply_expr::kernel::one_kernel;
     let mut r = Rng(0xe4b7_0008);
     let texts = [
+        // The copy (a whole program hoisted, `positive`).
+        "a",
         "-a",
         "abs(a)",
         "relu(a)",

@@ -509,6 +509,11 @@ mod library_ops {
             "axpby" => mk("sa * x + sb * y".into(), &["x", "y"], &["sa", "sb"]),
             "bias_relu" => mk("relu(x + bias)".into(), &["x", "bias"], &[]),
             "silu" => mk("x * sigmoid(x)".into(), &["x"], &[]),
+            "gelu_tanh" => mk(
+                "(tanh((x * x * x * 0.044715 + x) * 0.7978845608028654) + 1) * (x * 0.5)".into(),
+                &["x"],
+                &[],
+            ),
             "divmul" if float => mk("(a / s) * (b / t)".into(), &["a", "b"], &["s", "t"]),
             "divmul" => mk(
                 "trunc_div(a, s) * trunc_div(b, t)".into(),
@@ -2206,11 +2211,36 @@ fn the_fast_path_takes_one_numeric_type_programs_of_four_slots() {
         fast_class(f("a + b + c + d + e + f + g + h", F32).program()),
         Some(Class::F32)
     );
-    // Bool, comparisons and casts, or a deeper stack: general.
+    // Comparisons, tests and `where` of floats (a comparison as the type's 1 or 0).
+    assert_eq!(
+        fast_class(f("where(a > b, a, b)", F32).program()),
+        Some(Class::F32)
+    );
+    assert_eq!(
+        fast_class(f("where(isnan(a), 0, a)", F16).program()),
+        Some(Class::F32)
+    );
+    assert_eq!(
+        fast_class(f("where(a <= b, a - b, b)", F64).program()),
+        Some(Class::F64)
+    );
+    // Narrow integers in `i32` math (its fast kernels widen and wrap them).
+    assert_eq!(fast_class(f("a + b", I8).program()), Some(Class::I32));
+    assert_eq!(fast_class(f("a * b", U16).program()), Some(Class::I32));
+    // An integer output of another math type: general (the fast kernels convert between
+    // the float types and within a math type only).
+    let u8_to_i32 = parse("a + b")
+        .compile(&tensors(&[("a", U8), ("b", U8)]), Some(I32))
+        .unwrap();
+    assert_eq!(fast_class(u8_to_i32.program()), None);
+    // Bool, integer comparisons, casts, other functions, 8-bit floats, or a deeper stack:
+    // general.
     for (text, t) in [
+        ("f32(a) * 2 + 1", F8E4M3),
+        ("f32(a) * 2 + 1", F8E5M2),
         ("a & b", Bool),
-        ("where(a > b, a, b)", F32),
-        ("where(isnan(a), 0, a)", F16),
+        ("where(a > b, a, b)", U8),
+        ("where(a > b, a, b)", I32),
         ("erf(a)", F32),
         ("where((a > b) & (b > a), a, b)", F32),
         ("where(a, b, b)", Bool),
@@ -2990,6 +3020,7 @@ fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
     assert_eq!(of("max(a, b)", I64), Some(("expr_lo_k2", 2)));
     // Unary, constants after the inputs, ternary.
     for text in [
+        "a",
         "-a",
         "abs(a)",
         "relu(a)",
@@ -3016,6 +3047,7 @@ fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
     let tiled =
         |text: &str, t: ElemType| one_tiled_kernel(compiled(text, &[t, t, t], None).program());
     assert_eq!(tiled("a + b", F32), Some(("expr_fo_tile", 8)));
+    assert_eq!(tiled("a", BF16), Some(("expr_fo_tile", 8)), "the copy");
     assert_eq!(tiled("clamp(a, 0, 6)", BF16), Some(("expr_fo_tile", 8)));
     assert_eq!(tiled("a + b", F64), None);
     assert_eq!(tiled("a * b + c", F32), None);
@@ -3029,7 +3061,6 @@ fn one_op_programs_of_one_element_type_take_the_one_op_kernels() {
         "sqrt(a)",
         "a ** b",
         "where(a > b, a, b)",
-        "a",
     ] {
         assert_eq!(of(text, F32), None, "{text}");
     }
