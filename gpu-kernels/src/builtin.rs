@@ -180,7 +180,6 @@ float!(fused3 axpy Axpy);
 float!(fused3 axpby Axpby);
 float!(fused3 bias_relu BiasRelu);
 float!(fused2 silu Silu);
-float!(fused2 gelu_tanh GeluTanh);
 float!(fused3 divmul DivMul);
 float!(fused4 lerp Lerp);
 float!(fused2 recip_update RecipUpdate);

@@ -359,12 +359,6 @@ crate::fused! {
     pub struct BiasRelu<T: Num>() = |x, bias| relu(x + bias);
     /// `out = x * sigmoid(x)` (SiLU / swish).
     pub struct Silu<T: Float>() = |x| x * sigmoid(x);
-    /// GELU, tanh form: PyTorch's formula with the operands of its additions and products
-    /// swapped (the same roundings, the same bits), as the op's program
-    /// (`host/src/dispatch/programs.rs`). The interpreter dispatches its 14 instructions four
-    /// lanes at a time: 2.0 ms for 2^28 bf16 against PyTorch's 0.36 (H100).
-    pub struct GeluTanh<T: Float>() =
-        |x| (tanh((x * x * x * 0.044715 + x) * 0.7978845608028654) + 1.0) * (x * 0.5);
     /// `out = (a / s) * (b / t)`: the expression-template example, one pass.
     pub struct DivMul<T: Num>(s, t) = |a, b| (a / s) * (b / t);
     /// `out = a + w * (b - a)`.

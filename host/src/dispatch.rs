@@ -1072,13 +1072,10 @@ mod tests {
     }
 
     #[test]
-    fn gelu_tanh_is_pytorchs_formula_on_the_fast_path_and_its_kernel() {
+    fn gelu_tanh_is_pytorchs_formula_on_the_fast_path() {
         // The op's program swaps the operands of PyTorch's additions and products (the same
-        // roundings, so the same bits) and fits the fast path's four slots; its kernel
-        // (`fused::GeluTanh`) computes the program's formula.
-        let op = DynOp::new_program("gelu_tanh", &[BF16, BF16], &[]).unwrap();
-        let kernel = DynOp::new("gelu_tanh", &[BF16, BF16], &[]).unwrap();
-        assert!(kernel.instance().is_some(), "the kernel, not the program");
+        // roundings, so the same bits) and fits the fast path's four slots.
+        let op = DynOp::new("gelu_tanh", &[BF16, BF16], &[]).unwrap();
         let c = op.program().unwrap();
         assert_eq!(c.program().fast, strided_apply_expr::Class::F32 as u8);
         let torch = crate::expr::Expr::parse(
@@ -1109,21 +1106,9 @@ mod tests {
                 &[],
             )
             .unwrap();
-        let mut from_kernel = vec![0u16; n];
-        kernel
-            .run_cpu(
-                crate::operand::HostTensorMut::new(
-                    bytemuck::cast_slice_mut(&mut from_kernel),
-                    BF16,
-                    &l,
-                ),
-                &input,
-            )
-            .unwrap();
-        let nan = |b: u16| b & 0x7f80 == 0x7f80 && b & 0x7f != 0;
-        for (i, ((g, w), k)) in got.iter().zip(&want).zip(&from_kernel).enumerate() {
+        for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+            let nan = |b: u16| b & 0x7f80 == 0x7f80 && b & 0x7f != 0;
             assert!(g == w || (nan(*g) && nan(*w)), "{:#x}: {g:#x} {w:#x}", x[i]);
-            assert!(g == k || (nan(*g) && nan(*k)), "{:#x}: kernel {k:#x}", x[i]);
         }
     }
 

@@ -152,7 +152,7 @@ enum Tol {
 /// Every instantiated family, named at run time (`dispatch::DynOp`), over the layout
 /// classes of the conformance table: the GPU launch and the CPU twin of the same `DynOp`
 /// over random bytes, bit-identical (within 4 ulp where the op's tolerance is in ulps:
-/// transcendentals, fused expressions; `gelu_tanh` within 16 ulp of max(|x|, 1)). Every scalar an op takes is 3 (0.5 for floats,
+/// transcendentals, fused expressions). Every scalar an op takes is 3 (0.5 for floats,
 /// `true` for bool).
 pub fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
     use strided_apply::dispatch::{self, DynOp, Scalar};
@@ -170,16 +170,14 @@ pub fn dispatch_all_instances(gpu: &Gpu) -> TestResult {
         let scalars = vec![scalar; builder.scalars.len()];
         let op = DynOp::new(inst.op(), inst.types, &scalars).map_err(e)?;
         let inexact = (inst.tolerance)() != Some(strided_apply::ops::Tolerance::Exact);
-        // `gelu_tanh` adds 1 to a `tanh` near -1 for x below about -2: the last-bit
-        // difference of libdevice's `tanh` and the twin's comes out relative to that small
-        // sum (15 ulp of an f64 result measured), so it is bounded as the programs of
-        // transcendental compositions are (`dispatch_programs`): relative to max(|x|, 1).
-        let tol = match (inst.op(), inexact) {
-            ("gelu_tanh", _) => Tol::UlpsOfOne(16.0),
-            (_, true) => Tol::Ulps(4.0),
-            (_, false) => Tol::Exact,
-        };
-        launches += gpu_against_twin(gpu, &op, inst.types, tol, &format!("{inst:?}"), &mut rng)?;
+        launches += gpu_against_twin(
+            gpu,
+            &op,
+            inst.types,
+            if inexact { Tol::Ulps(4.0) } else { Tol::Exact },
+            &format!("{inst:?}"),
+            &mut rng,
+        )?;
         families += 1;
     }
     Ok(format!("{families} families, {launches} launches"))
