@@ -122,8 +122,6 @@ const GROUPS: &[(&str, &[&str])] = &[
             "opset_add_bf16_f32_broadcast_row",
             "opset_gelu_tanh_bf16_contiguous",
             "opset_gelu_tanh_bf16_transposed",
-            "opset_gelu_tanh_program_bf16_contiguous",
-            "opset_gelu_tanh_program_bf16_transposed",
         ],
     ),
     (

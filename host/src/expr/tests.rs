@@ -509,11 +509,6 @@ mod library_ops {
             "axpby" => mk("sa * x + sb * y".into(), &["x", "y"], &["sa", "sb"]),
             "bias_relu" => mk("relu(x + bias)".into(), &["x", "bias"], &[]),
             "silu" => mk("x * sigmoid(x)".into(), &["x"], &[]),
-            "gelu_tanh" => mk(
-                "(tanh((x * x * x * 0.044715 + x) * 0.7978845608028654) + 1) * (x * 0.5)".into(),
-                &["x"],
-                &[],
-            ),
             "divmul" if float => mk("(a / s) * (b / t)".into(), &["a", "b"], &["s", "t"]),
             "divmul" => mk(
                 "trunc_div(a, s) * trunc_div(b, t)".into(),

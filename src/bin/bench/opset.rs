@@ -10,7 +10,7 @@ use super::{
 };
 use strided_apply::expr::{Arg, DeviceArg, Expr, HostTensor, HostTensorMut};
 use strided_apply::verify::{first_mismatch, Distance};
-use strided_apply::{api, bf16, cpu, f16, gpu_kernels, ops, DeviceTensor, Elem, Kernels2, Layout};
+use strided_apply::{bf16, f16, ops, DeviceTensor, Elem, Layout};
 
 /// `text` over `a` (and `b`) into a poisoned output of layout `out`: the GPU result against
 /// the CPU twin (bit for bit, or within `tol`), then the median time over rotating operand
@@ -92,38 +92,6 @@ fn program<O: Elem + Distance, A: Elem, B: Elem>(
     Ok(())
 }
 
-/// `op` over `a` into a poisoned output of layout `out` through the op's kernel
-/// (`api::apply2`): the GPU result against the CPU twin (within `tol`), then the median time
-/// (bytes: the input read once, the output written once).
-fn kernel2<Op: Kernels2<O, A> + Copy, O: Elem + Distance, A: Elem>(
-    bench: &Bench,
-    case: &str,
-    op: Op,
-    out: &Layout,
-    a: &Operand<A>,
-    poison: O,
-    tol: ops::Tolerance,
-) -> Result<()> {
-    let gpu = &bench.gpu;
-    let n = out.numel();
-    let da =
-        DeviceTensor::from_slice(gpu, &a.host, &[a.host.len()])?.with_layout(a.layout.clone())?;
-    let mut dc = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])?.with_layout(out.clone())?;
-    api::apply2(gpu, op, &mut dc, &da)?;
-    let got = dc.buffer_to_vec(gpu)?;
-    let mut want = vec![poison; n];
-    cpu::apply2(op, (&mut want, out), (&a.host, &a.layout))?;
-    let check = match first_mismatch(&got, &want, tol) {
-        None if tol == ops::Tolerance::Exact => "gpu=twin".to_string(),
-        None => "gpu~twin".to_string(),
-        Some(m) => format!("MISMATCH {m}"),
-    };
-    let ms = median_ms(gpu, |_| api::apply2(gpu, op, &mut dc, &da))?;
-    let bytes = n * (size_of::<O>() + size_of::<A>());
-    report(case, O::NAME, n, bytes, ms, &check);
-    Ok(())
-}
-
 pub(super) fn opset(bench: &Bench) -> Result<()> {
     let (big, sq) = (bench.big, &bench.sq);
     let ulp4 = ops::Tolerance::Ulp(4);
@@ -194,37 +162,17 @@ pub(super) fn opset(bench: &Bench) -> Result<()> {
         f32::NAN,
         ops::Tolerance::Exact,
     )?;
-    // gelu, tanh form (PyTorch's formula), bf16 contiguous and transposed: the op's kernel
-    // (`gelu_tanh`, `fused::GeluTanh`), then its program on the interpreter
-    // (`host/src/dispatch/programs.rs`) for comparison.
+    // gelu, tanh form (PyTorch's formula), bf16 contiguous and transposed: `gelu_tanh`'s
+    // program (host/src/dispatch/programs.rs).
+    let gelu = "(tanh((a * a * a * 0.044715 + a) * 0.7978845608028654) + 1) * (a * 0.5)";
     let g = dense(&[big, big], 47, rand_bf16)?;
     let gt = Operand {
         host: g.host.clone(),
         layout: sq.transpose(0, 1)?,
     };
-    let gelu_op = gpu_kernels::fused::GeluTanh::new();
-    kernel2(
-        bench,
-        "opset_gelu_tanh_bf16_contiguous",
-        gelu_op,
-        sq,
-        &g,
-        bf16::NAN,
-        ulp4,
-    )?;
-    kernel2(
-        bench,
-        "opset_gelu_tanh_bf16_transposed",
-        gelu_op,
-        sq,
-        &gt,
-        bf16::NAN,
-        ulp4,
-    )?;
-    let gelu = "(tanh((a * a * a * 0.044715 + a) * 0.7978845608028654) + 1) * (a * 0.5)";
     for (case, x) in [
-        ("opset_gelu_tanh_program_bf16_contiguous", &g),
-        ("opset_gelu_tanh_program_bf16_transposed", &gt),
+        ("opset_gelu_tanh_bf16_contiguous", &g),
+        ("opset_gelu_tanh_bf16_transposed", &gt),
     ] {
         program::<bf16, bf16, bf16>(bench, case, gelu, sq, x, None, bf16::NAN, ulp4)?;
     }
