@@ -196,14 +196,13 @@ pub(crate) fn hoist_parts(
     // a broadcast row): computed once per distinct index, the main program then only copies
     // the temporary out (nothing below the root varies along those axes, so nothing else
     // was chosen).
+    let code = p.code();
     if let [root] = stack[..] {
         let axes = inv_of(root.1);
-        let len = p.code().len();
-        if root.1 != 0 && axes != 0 && root.2 && len > 1 && 2 * temp_numel(axes) <= numel {
-            chosen.push((0, len - 1, axes));
+        if root.1 != 0 && axes != 0 && root.2 && code.len() > 1 && 2 * temp_numel(axes) <= numel {
+            chosen.push((0, code.len() - 1, axes));
         }
     }
-    let code = p.code();
     let chosen = fitting(code, &chosen, max_inputs.min(MAX_INPUTS));
     if chosen.is_empty() {
         return None;
