@@ -30,6 +30,7 @@ pub mod eval;
 pub mod ir;
 pub mod kernel;
 pub mod reduce;
+pub mod t1lib;
 pub mod value;
 
 pub use eval::eval;

@@ -54,6 +54,8 @@ pub enum Error {
         kernel: &'static str,
         source: cudarc::driver::DriverError,
     },
+    #[error("compiling an expression to machine code (tier 1, STRIDED_APPLY_EXPR_TIER=1) failed: {reason}")]
+    ExprCompile { reason: String },
     #[error("launching kernel `{kernel}` failed: {source}")]
     Launch {
         kernel: &'static str,

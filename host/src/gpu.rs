@@ -189,6 +189,8 @@ pub struct Gpu {
     retired: std::sync::Mutex<Vec<Arc<CudaModule>>>,
     /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
     functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
+    /// Compiled expressions (tier 1) of this context, shared by its streams' handles.
+    tier1: Arc<crate::expr::tier1::Cache>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -241,6 +243,7 @@ impl Gpu {
             modules: RwLock::default(),
             retired: Default::default(),
             functions: RwLock::default(),
+            tier1: Default::default(),
         };
         gpu.set_memory_cache_limit(u64::MAX)?;
         Ok(gpu)
@@ -259,6 +262,7 @@ impl Gpu {
             modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
             retired: Default::default(),
             functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
+            tier1: self.tier1.clone(),
         })
     }
 
@@ -559,6 +563,57 @@ impl Gpu {
         }
         modules.insert(key, module.clone());
         Ok(module)
+    }
+
+    /// The compiled expressions of this context (tier 1).
+    pub(crate) fn tier1(&self) -> &Arc<crate::expr::tier1::Cache> {
+        &self.tier1
+    }
+
+    /// The PTX text of family `family` of module `module` (its functions and kernels,
+    /// without the header), from the image's PTX target: what tier 1 appends its kernels to.
+    pub(crate) fn family_ptx(&self, module: &'static str, family: &'static str) -> Result<String> {
+        let reg = self
+            .images
+            .read()
+            .ok()
+            .and_then(|i| i.get(module).cloned())
+            .ok_or(Error::ModuleNotRegistered { module })?;
+        let (major, minor) = self.cc;
+        let image = reg.parsed.as_ref().map_err(|e| Error::ImageCorrupt {
+            module,
+            major,
+            minor,
+            built: "unknown (unreadable image)".into(),
+            reason: e.to_string(),
+        })?;
+        let built = || built_list(image.targets());
+        let missing = || Error::FamilyMissing {
+            module,
+            family,
+            major,
+            minor,
+            built: built(),
+        };
+        let t = image
+            .targets()
+            .iter()
+            .position(|t| t.kind == Kind::Ptx)
+            .ok_or_else(missing)?;
+        let f = image.family(family).ok_or_else(missing)?;
+        let code = image
+            .decode(f, t, image.dictionary(t).ok().flatten().as_deref())
+            .map_err(|e| Error::ImageCorrupt {
+                module,
+                major,
+                minor,
+                built: built(),
+                reason: e.to_string(),
+            })?;
+        String::from_utf8(code)
+            .ok()
+            .filter(|t| !t.is_empty() && !t.contains('\0'))
+            .ok_or_else(missing)
     }
 
     /// Loads every family of every registered module now (otherwise the first launch of

@@ -31,6 +31,8 @@ use strided_apply::{
 mod diet;
 #[path = "bench/opset.rs"]
 mod opset;
+#[path = "bench/tier1.rs"]
+mod tier1;
 
 const REPS: usize = 25;
 /// Rotate among enough buffer sets to move at least this many bytes per round.
@@ -124,6 +126,7 @@ const GROUPS: &[(&str, &[&str])] = &[
             "opset_gelu_tanh_bf16_transposed",
         ],
     ),
+    ("tier1", &["t1_chain12", "t1_seed_f64_broadcast"]),
     (
         "tiny",
         &[
@@ -785,6 +788,7 @@ const RUNS: &[(&[&str], Run)] = &[
     (&["reduce_rows"], short_rows),
     (&["expr"], expressions),
     (&["opset"], opset::opset),
+    (&["tier1"], tier1::tier1),
     (&["tiny"], tiny),
 ];
 

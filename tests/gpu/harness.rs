@@ -90,6 +90,11 @@ pub fn run(tests: &[GpuTest], big: &[&str]) {
             println!("module {m}");
         }
     }
+    println!(
+        "expression launches compiled (tier 1, STRIDED_APPLY_EXPR_TIER={}): {}",
+        std::env::var("STRIDED_APPLY_EXPR_TIER").unwrap_or_else(|_| "unset".into()),
+        strided_apply::expr::tier1_launches()
+    );
     println!("\ngpu: {passed} passed, {failed} failed, {skipped} skipped");
     if failed > 0 {
         std::process::exit(1);

@@ -18,6 +18,7 @@ mod memory;
 mod narrow;
 mod reduce;
 mod stencil;
+mod tier1;
 
 use harness::GpuTest;
 
@@ -30,7 +31,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 36] = [
+    let tests: [GpuTest; 37] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -119,6 +120,10 @@ fn main() {
         (
             "gpu_expr_reductions_match_cpu_twin",
             expr::reductions_match_cpu_twin,
+        ),
+        (
+            "gpu_expr_tier1_matches_tier0_and_cpu_twin",
+            tier1::tiers_agree,
         ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),

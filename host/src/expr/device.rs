@@ -92,6 +92,16 @@ impl Compiled {
         inputs: &[DeviceArg<'_>],
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
+        super::tier1::with_tier(self.tier, || self.run_here(gpu, out, inputs, scalars))
+    }
+
+    fn run_here<O: Elem>(
+        &self,
+        gpu: &Gpu,
+        out: &mut DeviceTensor<O>,
+        inputs: &[DeviceArg<'_>],
+        scalars: &[(&str, Scalar)],
+    ) -> Result<()> {
         let p = self.bound(scalars)?;
         self.check_count(inputs.len())?;
         let out = DeviceArg::from(&*out);
@@ -170,7 +180,18 @@ impl Compiled {
         self.check_count(inputs.len())?;
         let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
         // SAFETY: forwarded contract.
-        unsafe { launch_bound(gpu, stream, &p, self.hoist, out, inputs) }
+        super::tier1::with_tier(self.tier, || unsafe {
+            launch_bound(gpu, stream, &p, self.hoist, out, inputs)
+        })
+    }
+
+    /// The same expression with its GPU launches on `tier` (by default the one
+    /// `STRIDED_APPLY_EXPR_TIER` picks: [`Tier::Auto`](super::Tier::Auto) unless set).
+    /// Tier 1 compiles the program to machine code with the CUDA driver (no toolkit): the
+    /// interpreter's bits, at compiled speed; see `docs/expressions.md`.
+    pub fn with_tier(mut self, tier: super::Tier) -> Self {
+        self.tier = Some(tier);
+        self
     }
 
     /// The same expression with broadcast-invariant hoisting on or off for its GPU launches
@@ -588,6 +609,13 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     if plan.numel == 0 {
         return Ok(());
     }
+    // Tier 1 where it has (or starts) a compiled kernel for the program and layout.
+    if plan.variant != Variant::Dn64 && plan.numel <= i32::MAX as u64 {
+        // SAFETY: forwarded.
+        if unsafe { super::tier1::launch(gpu, stream, p, plan, ptrs, sizes)? } {
+            return Ok(());
+        }
+    }
     // The general interpreter's contiguous kernel; the fast paths' vectorised kernel takes
     // contiguous plans as one dimension (`scalar`).
     let general = !kernel::is_fast(p);
@@ -622,7 +650,10 @@ pub(crate) unsafe fn launch_program<const N: usize>(
         for k in 0..N {
             q[k] = ptrs[k].wrapping_add_signed(off[k] * sizes[k] as i64);
         }
-        // SAFETY: as above, for the piece's part of every operand.
+        // SAFETY (both): as above, for the piece's part of every operand.
+        if unsafe { super::tier1::launch(gpu, stream, p, &piece, q, sizes)? } {
+            continue;
+        }
         unsafe { scalar(gpu, stream, p, &piece, q, sizes)? };
     }
     Ok(())

@@ -617,6 +617,8 @@ pub struct Compiled {
     /// Whether GPU launches hoist broadcast-invariant subexpressions
     /// ([`Compiled::with_hoisting`]).
     pub(crate) hoist: bool,
+    /// The tier of its GPU launches, where chosen ([`Compiled::with_tier`]).
+    pub(crate) tier: Option<super::tier1::Tier>,
 }
 
 /// Compiles `e` with `args` naming every input's binding; the output's element type is
@@ -688,5 +690,6 @@ pub(crate) fn compile(e: &Expr, args: &[(&str, Arg)], out: Option<ElemType>) -> 
         scalars: l.scalars,
         out,
         hoist: true,
+        tier: None,
     })
 }

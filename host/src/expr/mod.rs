@@ -41,7 +41,9 @@ pub(crate) mod device;
 mod hoist;
 mod lower;
 mod parse;
+mod ptx;
 mod reduce;
+pub(crate) mod tier1;
 
 use crate::operand::HostOperands;
 pub use crate::operand::{HostTensor, HostTensorMut, RawTensor};
@@ -56,6 +58,7 @@ pub use strided_apply_expr::ir::ELEMS;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
 };
+pub use tier1::{launches as tier1_launches, Tier};
 
 use crate::error::{Error, Result};
 use gpu_kernels::elem::ElemType;

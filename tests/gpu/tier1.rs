@@ -1,0 +1,247 @@
+//! Tier 1, compiled expressions: on every layout class, for the float types, a compiled
+//! expression gives the interpreter's bits (the same process runs both, by
+//! `Compiled::with_tier`), and for exact ops the CPU twin's; tier 1 really ran where it
+//! compiles the layout.
+
+use crate::harness::TestResult;
+use strided_apply::expr::{tier1_launches, Arg, DeviceArg, Expr, HostTensor, HostTensorMut, Tier};
+use strided_apply::gpu_kernels::{bf16, f16};
+use strided_apply::verify::{first_mismatch, Distance};
+use strided_apply::{ops, DeviceTensor, Elem, Error, Gpu, Layout};
+
+/// An input: values and a layout (broadcast, sliced or permuted views of them).
+struct Input<T> {
+    host: Vec<T>,
+    layout: Layout,
+}
+
+/// Runs `text` over `ins` into `out` on both tiers and the CPU twin; `compiled`: whether
+/// tier 1 must have launched (layouts it compiles). A line describing the case.
+fn case<T: Elem, O: Elem + Distance>(
+    gpu: &Gpu,
+    text: &str,
+    ins: &[Input<T>],
+    out: &Layout,
+    poison: O,
+    exact: bool,
+    compiled: bool,
+) -> TestResult {
+    let e = |e: Error| format!("{text}: {e}");
+    let names = ["a", "b", "c"];
+    let args: Vec<(&str, Arg)> = (0..ins.len())
+        .map(|k| (names[k], Arg::Tensor(T::TYPE)))
+        .collect();
+    let f = Expr::parse(text)
+        .map_err(e)?
+        .compile(&args, Some(O::TYPE))
+        .map_err(e)?;
+    let dev = ins
+        .iter()
+        .map(|i| {
+            DeviceTensor::from_slice(gpu, &i.host, &[i.host.len()])?.with_layout(i.layout.clone())
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(e)?;
+    let dargs: Vec<DeviceArg> = dev.iter().map(DeviceArg::from).collect();
+    let n = out.numel();
+    let run = |tier: Tier| -> Result<Vec<O>, String> {
+        let mut o = DeviceTensor::from_slice(gpu, &vec![poison; n], &[n])
+            .map_err(e)?
+            .with_layout(out.clone())
+            .map_err(e)?;
+        f.clone()
+            .with_tier(tier)
+            .run(gpu, &mut o, &dargs, &[])
+            .map_err(e)?;
+        o.buffer_to_vec(gpu).map_err(e)
+    };
+    let interp = run(Tier::Interpret)?;
+    let before = tier1_launches();
+    let comp = run(Tier::Compile)?;
+    let launched = tier1_launches() - before;
+    if compiled && launched == 0 {
+        return Err(format!(
+            "{text} over {:?}: tier 1 did not launch",
+            out.shape()
+        ));
+    }
+    if let Some(m) = first_mismatch(&comp, &interp, ops::Tolerance::Exact) {
+        return Err(format!(
+            "{text} over {:?}: tier 1 against tier 0: {m}",
+            out.shape()
+        ));
+    }
+    let mut want = vec![poison; n];
+    let hosts: Vec<HostTensor> = ins
+        .iter()
+        .map(|i| HostTensor::new(bytemuck::cast_slice(&i.host), T::TYPE, &i.layout))
+        .collect();
+    f.run_cpu(
+        HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), O::TYPE, out),
+        &hosts,
+        &[],
+    )
+    .map_err(e)?;
+    // Transcendental functions: the interpreter's bits (above); the CPU twin's `std` and
+    // `libm` differ by a few ulp per function, which sums and quotients magnify.
+    if let (true, Some(m)) = (exact, first_mismatch(&comp, &want, ops::Tolerance::Exact)) {
+        return Err(format!(
+            "{text} over {:?}: tier 1 against the CPU twin: {m}",
+            out.shape()
+        ));
+    }
+    Ok(format!(
+        "{text} {}→{} {:?} ({launched} compiled launches)",
+        T::NAME,
+        O::NAME,
+        out.shape()
+    ))
+}
+
+/// A layout class: its name, the inputs, the output, whether tier 1 compiles it.
+type Class<T> = (&'static str, Vec<Input<T>>, Layout, bool);
+
+/// Values in [-2, 2] with some NaN, infinities and signed zeros.
+fn values<T: Elem>(n: usize, seed: u64, from: impl Fn(f64) -> T) -> Vec<T> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    (0..n)
+        .map(|i| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let v = match i % 97 {
+                5 => f64::NAN,
+                17 => f64::INFINITY,
+                29 => f64::NEG_INFINITY,
+                41 => -0.0,
+                53 => 0.0,
+                _ => (x >> 11) as f64 / (1u64 << 53) as f64 * 4.0 - 2.0,
+            };
+            from(v)
+        })
+        .collect()
+}
+
+/// The layout classes over an output of `rows × cols`: dense; a row, a column and a full
+/// input; a step-2 slice; a transposed input (tier 0's tiled kernels keep it); a 3-D
+/// permutation.
+fn layouts<T: Elem>(
+    rows: usize,
+    cols: usize,
+    from: impl Fn(f64) -> T + Copy,
+) -> Result<Vec<Class<T>>, String> {
+    let e = |e: Error| e.to_string();
+    let out = Layout::contiguous(&[rows, cols]).map_err(e)?;
+    let full = |seed| Input {
+        host: values(rows * cols, seed, from),
+        layout: out.clone(),
+    };
+    let mut v = vec![("dense", vec![full(1), full(2), full(3)], out.clone(), true)];
+    let row = Input {
+        host: values(cols, 4, from),
+        layout: Layout::contiguous(&[1, cols])
+            .map_err(e)?
+            .broadcast_to(&[rows, cols])
+            .map_err(e)?,
+    };
+    let col = Input {
+        host: values(rows, 5, from),
+        layout: Layout::contiguous(&[rows, 1])
+            .map_err(e)?
+            .broadcast_to(&[rows, cols])
+            .map_err(e)?,
+    };
+    v.push((
+        "row, column, full",
+        vec![row, col, full(6)],
+        out.clone(),
+        true,
+    ));
+    let wide = Layout::contiguous(&[rows, 2 * cols]).map_err(e)?;
+    let sliced = Input {
+        host: values(2 * rows * cols, 7, from),
+        layout: wide
+            .slice(1, Some(0), Some(2 * cols as isize), 2)
+            .map_err(e)?,
+    };
+    v.push((
+        "step-2 slice",
+        vec![full(8), sliced, full(9)],
+        out.clone(),
+        true,
+    ));
+    let t = Input {
+        host: values(rows * cols, 10, from),
+        layout: Layout::contiguous(&[cols, rows])
+            .map_err(e)?
+            .transpose(0, 1)
+            .map_err(e)?,
+    };
+    v.push((
+        "transposed",
+        vec![full(11), t, full(12)],
+        out.clone(),
+        false,
+    ));
+    // 3-D: [4, rows/4, cols] with the two outer axes swapped (no unit-stride disagreement).
+    if rows.is_multiple_of(4) {
+        let out3 = Layout::contiguous(&[4, rows / 4, cols]).map_err(e)?;
+        let p = Input {
+            host: values(rows * cols, 13, from),
+            layout: Layout::contiguous(&[rows / 4, 4, cols])
+                .map_err(e)?
+                .transpose(0, 1)
+                .map_err(e)?,
+        };
+        let f3 = |seed| Input {
+            host: values(rows * cols, seed, from),
+            layout: out3.clone(),
+        };
+        v.push(("3-D permuted", vec![f3(14), p, f3(15)], out3, true));
+    }
+    Ok(v)
+}
+
+const EXACT: &[&str] = &[
+    "((a*b + c) * (b - c) + minimum(a, b) * maximum(b, c) / fma(a, c, 2.0) - 0.25) * a",
+    "where(isnan(a), 0.0, a) + clamp(b, -1.0, 1.0) * relu(c) - abs(a) / sqrt(abs(b)) + rsqrt(abs(c))",
+    "where(logical_or(lt(a, b), isinf(c)), fmin(a, c), fmax(b, c)) + copysign(a, b) + sign(c) + floor(a) + round(b) - trunc(c) + ceil(a)",
+];
+const INEXACT: &[&str] = &[
+    "sin(a*b) + sqrt(c) + cos(a)/log(cos(b)+2)",
+    "tanh(a) * sigmoid(b) + erf(c) + exp(a) + pow(abs(b), c) + atan2(a, b) + fmod(a, c) + remainder(b, c) + lgamma(c)",
+];
+
+pub fn tiers_agree(gpu: &Gpu) -> TestResult {
+    let mut lines = Vec::new();
+    for &(rows, cols) in &[(64usize, 256usize), (36, 1001)] {
+        for (i, text) in EXACT.iter().chain(INEXACT).enumerate() {
+            let exact = i < EXACT.len();
+            for (name, ins, out, compiled) in layouts(rows, cols, |v| v as f32)? {
+                let l = case::<f32, f32>(gpu, text, &ins, &out, f32::NAN, exact, compiled)
+                    .map_err(|m| format!("{name}: {m}"))?;
+                lines.push(l);
+            }
+            for (name, ins, out, compiled) in layouts(rows, cols, |v| v)? {
+                let l = case::<f64, f64>(gpu, text, &ins, &out, f64::NAN, exact, compiled)
+                    .map_err(|m| format!("{name}: {m}"))?;
+                lines.push(l);
+            }
+            for (name, ins, out, compiled) in layouts(rows, cols, bf16::from_f64)? {
+                let l = case::<bf16, bf16>(gpu, text, &ins, &out, bf16::NAN, exact, compiled)
+                    .map_err(|m| format!("{name}: {m}"))?;
+                lines.push(l);
+            }
+            for (name, ins, out, compiled) in layouts(rows, cols, f16::from_f64)? {
+                let l = case::<f16, f32>(gpu, text, &ins, &out, f32::NAN, exact, compiled)
+                    .map_err(|m| format!("{name}: {m}"))?;
+                lines.push(l);
+            }
+        }
+    }
+    Ok(format!(
+        "{} cases, tier 1 = tier 0 bit for bit; e.g. {}",
+        lines.len(),
+        lines[0]
+    ))
+}
