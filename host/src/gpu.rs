@@ -570,50 +570,9 @@ impl Gpu {
         &self.tier1
     }
 
-    /// The PTX text of family `family` of module `module` (its functions and kernels,
-    /// without the header), from the image's PTX target: what tier 1 appends its kernels to.
-    pub(crate) fn family_ptx(&self, module: &'static str, family: &'static str) -> Result<String> {
-        let reg = self
-            .images
-            .read()
-            .ok()
-            .and_then(|i| i.get(module).cloned())
-            .ok_or(Error::ModuleNotRegistered { module })?;
-        let (major, minor) = self.cc;
-        let image = reg.parsed.as_ref().map_err(|e| Error::ImageCorrupt {
-            module,
-            major,
-            minor,
-            built: "unknown (unreadable image)".into(),
-            reason: e.to_string(),
-        })?;
-        let built = || built_list(image.targets());
-        let missing = || Error::FamilyMissing {
-            module,
-            family,
-            major,
-            minor,
-            built: built(),
-        };
-        let t = image
-            .targets()
-            .iter()
-            .position(|t| t.kind == Kind::Ptx)
-            .ok_or_else(missing)?;
-        let f = image.family(family).ok_or_else(missing)?;
-        let code = image
-            .decode(f, t, image.dictionary(t).ok().flatten().as_deref())
-            .map_err(|e| Error::ImageCorrupt {
-                module,
-                major,
-                minor,
-                built: built(),
-                reason: e.to_string(),
-            })?;
-        String::from_utf8(code)
-            .ok()
-            .filter(|t| !t.is_empty() && !t.contains('\0'))
-            .ok_or_else(missing)
+    /// The bytes of module `module`'s registered image: tier 1 reads its library there.
+    pub(crate) fn image_bytes(&self, module: &'static str) -> Option<&'static [u8]> {
+        self.images.read().ok()?.get(module).map(|r| r.image.bytes)
     }
 
     /// Loads every family of every registered module now (otherwise the first launch of

@@ -31,7 +31,7 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 37] = [
+    let tests: [GpuTest; 39] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -125,6 +125,8 @@ fn main() {
             "gpu_expr_tier1_matches_tier0_and_cpu_twin",
             tier1::tiers_agree,
         ),
+        ("gpu_expr_tier1_graph_capture", tier1::graph_capture),
+        ("gpu_expr_tier1_failures", tier1::failures),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),
         ("gpu_64bit_index_u8_3gib", memory::index64_u8_3gib),

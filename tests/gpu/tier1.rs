@@ -7,7 +7,7 @@ use crate::harness::TestResult;
 use strided_apply::expr::{tier1_launches, Arg, DeviceArg, Expr, HostTensor, HostTensorMut, Tier};
 use strided_apply::gpu_kernels::{bf16, f16};
 use strided_apply::verify::{first_mismatch, Distance};
-use strided_apply::{ops, DeviceTensor, Elem, Error, Gpu, Layout};
+use strided_apply::{ops, DeviceTensor, Elem, ElemType::F32, Error, Gpu, Layout};
 
 /// An input: values and a layout (broadcast, sliced or permuted views of them).
 struct Input<T> {
@@ -244,4 +244,201 @@ pub fn tiers_agree(gpu: &Gpu) -> TestResult {
         lines.len(),
         lines[0]
     ))
+}
+
+/// A CUDA graph capture records tier 1 for an expression compiled before it and the
+/// interpreter for one not yet compiled (no compile starts inside a capture, in either
+/// tier); both replay to the CPU twin's bits.
+pub fn graph_capture(gpu: &Gpu) -> TestResult {
+    use strided_apply::cudarc::driver::sys;
+    let e = |e: Error| e.to_string();
+    let d = |e: strided_apply::cudarc::driver::DriverError| e.to_string();
+    let n = 4099usize;
+    let a: Vec<f32> = values(n, 21, |v| v as f32);
+    let b: Vec<f32> = values(n, 22, |v| v as f32);
+    let args = [("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32))];
+    // A constant no other test uses: the in-process cache has neither program yet.
+    let before_text = "a * b + 1.0625 * minimum(a, b)";
+    let during_text = "a * b - 2.0625 * maximum(a, b)";
+    let before = Expr::parse(before_text)
+        .map_err(e)?
+        .compile(&args, None)
+        .map_err(e)?
+        .with_tier(Tier::Auto);
+    let during = Expr::parse(during_text)
+        .map_err(e)?
+        .compile(&args, None)
+        .map_err(e)?
+        .with_tier(Tier::Compile);
+    let da = DeviceTensor::from_slice(gpu, &a, &[n]).map_err(e)?;
+    let db = DeviceTensor::from_slice(gpu, &b, &[n]).map_err(e)?;
+    let mut o1 = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(e)?;
+    let mut o2 = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(e)?;
+    let ins = [DeviceArg::from(&da), DeviceArg::from(&db)];
+    // Compiled before the capture (then launched from the capture on the default tier).
+    before
+        .clone()
+        .with_tier(Tier::Compile)
+        .run(gpu, &mut o1, &ins, &[])
+        .map_err(e)?;
+    gpu.synchronize().map_err(e)?;
+    let stream = gpu.stream().clone();
+    stream
+        .begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_GLOBAL)
+        .map_err(d)?;
+    let at = tier1_launches();
+    let queued: Result<(), Error> = (|| {
+        before.run(gpu, &mut o1, &ins, &[])?;
+        during.run(gpu, &mut o2, &ins, &[])
+    })();
+    let recorded = tier1_launches() - at;
+    let graph = stream
+        .end_capture(sys::CUgraphInstantiate_flags::CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH)
+        .map_err(d)?;
+    queued.map_err(|x| format!("while capturing: {x}"))?;
+    let graph = graph.ok_or("the capture recorded no graph")?;
+    if recorded != 1 {
+        return Err(format!(
+            "the capture recorded {recorded} compiled launches, not 1"
+        ));
+    }
+    let l = Layout::contiguous(&[n]).map_err(e)?;
+    // Outputs cleared (outside the graph): the replay must write them.
+    let zero = DeviceTensor::<f32>::zeros(gpu, &[n]).map_err(e)?;
+    for o in [&o1, &o2] {
+        o.buffer().copy_from(gpu, zero.buffer(), n * 4).map_err(e)?;
+    }
+    graph.launch().map_err(d)?;
+    gpu.synchronize().map_err(e)?;
+    for (text, f, o) in [(before_text, &before, &o1), (during_text, &during, &o2)] {
+        let mut want = vec![0f32; n];
+        f.run_cpu(
+            HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), F32, &l),
+            &[
+                HostTensor::new(bytemuck::cast_slice(&a), F32, &l),
+                HostTensor::new(bytemuck::cast_slice(&b), F32, &l),
+            ],
+            &[],
+        )
+        .map_err(e)?;
+        let got = o.to_vec(gpu).map_err(e)?;
+        if let Some(m) = first_mismatch(&got, &want, ops::Tolerance::Exact) {
+            return Err(format!("{text} replayed: {m}"));
+        }
+    }
+    Ok(
+        "a capture recorded 1 compiled launch and 1 interpreted one; both replay bit for bit"
+            .into(),
+    )
+}
+
+/// Failures: a corrupt cache file is compiled again, an unwritable cache folder only means
+/// no cache, PTX the driver refuses is an `ExprCompile` error with the tier forced and a
+/// silent fall back to the interpreter otherwise; every result right. Each case on a fresh
+/// `Gpu` (a context of its own, so nothing compiled earlier is reused).
+pub fn failures(_gpu: &Gpu) -> TestResult {
+    let e = |e: Error| e.to_string();
+    let n = 1000usize;
+    let a: Vec<f32> = values(n, 31, |v| v as f32);
+    let b: Vec<f32> = values(n, 32, |v| v as f32);
+    let text = "fma(a, b, 3.5) / (abs(b) + 0.75) - maximum(a, b)";
+    let args = [("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32))];
+    let f = Expr::parse(text)
+        .map_err(e)?
+        .compile(&args, None)
+        .map_err(e)?;
+    let l = Layout::contiguous(&[n]).map_err(e)?;
+    let mut want = vec![0f32; n];
+    f.run_cpu(
+        HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), F32, &l),
+        &[
+            HostTensor::new(bytemuck::cast_slice(&a), F32, &l),
+            HostTensor::new(bytemuck::cast_slice(&b), F32, &l),
+        ],
+        &[],
+    )
+    .map_err(e)?;
+    // On a fresh Gpu with `tier`: the output, or the error.
+    let run = |tier: Tier| -> Result<Result<Vec<f32>, Error>, String> {
+        let g = strided_apply::open(0).map_err(e)?;
+        let da = DeviceTensor::from_slice(&g, &a, &[n]).map_err(e)?;
+        let db = DeviceTensor::from_slice(&g, &b, &[n]).map_err(e)?;
+        let mut o = DeviceTensor::from_slice(&g, &vec![f32::NAN; n], &[n]).map_err(e)?;
+        let ins = [DeviceArg::from(&da), DeviceArg::from(&db)];
+        Ok(match f.clone().with_tier(tier).run(&g, &mut o, &ins, &[]) {
+            Ok(()) => Ok(o.to_vec(&g).map_err(e)?),
+            Err(err) => Err(err),
+        })
+    };
+    let right = |what: &str, got: Result<Vec<f32>, Error>| -> Result<(), String> {
+        let got = got.map_err(|x| format!("{what}: {x}"))?;
+        match first_mismatch(&got, &want, ops::Tolerance::Exact) {
+            Some(m) => Err(format!("{what}: {m}")),
+            None => Ok(()),
+        }
+    };
+    let dir = std::env::temp_dir().join(format!("sa-t1-cache-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cubins = || -> Vec<std::path::PathBuf> {
+        std::fs::read_dir(&dir)
+            .map(|r| {
+                r.flatten()
+                    .map(|x| x.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "cubin"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    // The variables are this test's own (the harness runs tests one at a time).
+    std::env::set_var("STRIDED_APPLY_EXPR_CACHE", &dir);
+    let outcome = (|| -> Result<String, String> {
+        right("first compile", run(Tier::Compile)?)?;
+        let files = cubins();
+        if files.len() != 1 {
+            return Err(format!("{} cache files after one compile", files.len()));
+        }
+        let at = tier1_launches();
+        right("from the cache, default tier", run(Tier::Auto)?)?;
+        if tier1_launches() == at {
+            return Err("a cached cubin did not run compiled on its first call".into());
+        }
+        std::fs::write(&files[0], b"not a cubin").map_err(|x| x.to_string())?;
+        right("after a corrupt cache file", run(Tier::Compile)?)?;
+        let len = std::fs::metadata(&files[0])
+            .map_err(|x| x.to_string())?
+            .len();
+        if len <= 11 {
+            return Err("the corrupt cache file was not replaced".into());
+        }
+        let cleared = strided_apply::expr::clear_compiled_cache().map_err(|x| x.to_string())?;
+        if cleared != 1 || !cubins().is_empty() {
+            return Err(format!("clearing the cache removed {cleared} files"));
+        }
+        // A cache folder under a regular file cannot be made.
+        let blocked = dir.join("file");
+        std::fs::write(&blocked, b"x").map_err(|x| x.to_string())?;
+        std::env::set_var("STRIDED_APPLY_EXPR_CACHE", blocked.join("sub"));
+        right("with an unwritable cache", run(Tier::Compile)?)?;
+        std::env::set_var("STRIDED_APPLY_EXPR_CACHE", dir.join("empty"));
+        std::env::set_var("STRIDED_APPLY_EXPR_TIER1_FAULT", "ptx");
+        match run(Tier::Compile)? {
+            Err(Error::ExprCompile { reason }) if reason.contains("PTX") => {}
+            other => {
+                return Err(format!(
+                    "refused PTX, tier forced: {:?}",
+                    other.map(|v| v.len())
+                ))
+            }
+        }
+        let at = tier1_launches();
+        right("refused PTX, default tier", run(Tier::Auto)?)?;
+        if tier1_launches() != at {
+            return Err("refused PTX still ran compiled".into());
+        }
+        Ok("a corrupt cache file recompiled, an unwritable cache ignored, refused PTX a typed error (forced) or the interpreter (default); every result bit-identical to the CPU twin".into())
+    })();
+    std::env::remove_var("STRIDED_APPLY_EXPR_TIER1_FAULT");
+    std::env::remove_var("STRIDED_APPLY_EXPR_CACHE");
+    let _ = std::fs::remove_dir_all(&dir);
+    outcome
 }

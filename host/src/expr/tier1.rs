@@ -1,18 +1,21 @@
 //! Tier 1: an expression compiled to machine code at run time by the CUDA driver alone.
 //!
 //! The code generator ([`ptx`](super::ptx)) writes the program as a PTX kernel for the
-//! launch's layout shape (vectorised rows or any strides); the driver compiles it
-//! (`cuModuleLoadData`: no NVRTC, no toolkit), and the module is kept per context, keyed by
-//! the program (its constants are parameters, so a new scalar value compiles nothing) and
-//! the shape. The driver's own compute cache keeps the machine code across processes
-//! (`CUDA_CACHE_PATH`, `CUDA_CACHE_MAXSIZE`; `CUDA_CACHE_DISABLE=1` turns it off).
+//! launch's layout shape (vectorised rows or any strides); the driver's linker compiles it
+//! to a cubin (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`: no NVRTC, no toolkit).
+//! Compiled kernels are kept per context, keyed by the program (its constants are
+//! parameters, so a new scalar value compiles nothing) and the shape, and their cubins on
+//! disk ([`cache_dir`]), keyed by the kernel's text, the expression image, the device and
+//! the driver: a new process loads them in about a millisecond.
 //!
-//! `STRIDED_APPLY_EXPR_TIER` picks the tier: unset, the first launch of an expression and
-//! shape runs on the interpreter (tier 0) while a thread compiles it, and later launches run
-//! compiled once it is ready; `0` always interprets; `1` compiles on the calling thread and
-//! waits (what the tests force). A compile that fails leaves that expression on tier 0 (logged
-//! once), or with `1` is an error. While a stream is being captured into a CUDA graph, no
-//! compile starts: a capture records tier 1 only for an expression compiled before it.
+//! `STRIDED_APPLY_EXPR_TIER` picks the tier ([`Tier`]): unset, the first launch of an
+//! expression and shape runs on the interpreter (tier 0) while a thread compiles it (or, when
+//! its cubin is on disk, runs compiled at once), and later launches run compiled once it is
+//! ready; `0` always interprets; `1` compiles on the calling thread and waits. A compile that
+//! fails leaves that expression on tier 0 (logged once), or with `1` is an error; a cache file
+//! that does not load is deleted and compiled again. While a stream is being captured into a
+//! CUDA graph, no compile starts and no cubin is loaded (whatever the tier): a capture records
+//! tier 1 only for an expression and layout compiled before it, the interpreter otherwise.
 
 use super::ptx::{self, Shape};
 use crate::error::{Error, Result};
@@ -95,8 +98,6 @@ enum Entry {
 #[derive(Default)]
 pub(crate) struct Cache {
     entries: Mutex<HashMap<Key, Entry>>,
-    /// The library's PTX (its functions), read from the image once.
-    lib: OnceLock<std::result::Result<String, String>>,
 }
 
 impl Cache {
@@ -120,14 +121,11 @@ impl Cache {
     }
 }
 
-/// Reports a failed compile once per process.
-fn log_once(reason: &str) {
+/// Reports a failure of tier 1 (a compile, the cache) once per process.
+fn log_once(what: &str) {
     static LOGGED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
     if !LOGGED.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        eprintln!(
-            "strided-apply: compiling an expression (tier 1) failed, it runs on the \
-             interpreter: {reason}"
-        );
+        eprintln!("strided-apply: {what} (reported once)");
     }
 }
 
@@ -229,33 +227,264 @@ fn items(text: &str) -> Vec<&str> {
     starts.windows(2).map(|w| &text[w[0]..w[1]]).collect()
 }
 
-/// The kernel for `p` and `shape`, compiled now on this thread.
-fn compile(
-    ctx: &Arc<CudaContext>,
+/// What a compile needs besides the program: the device's PTX target, the expression
+/// image (its library and identity), the context.
+#[derive(Clone)]
+struct Job {
+    ctx: Arc<CudaContext>,
     sm: u32,
-    lib: &str,
-    p: &Program,
-    shape: Shape,
-) -> std::result::Result<CudaFunction, String> {
-    let text = ptx::module(p, shape, sm, lib);
-    let module = ctx
-        .load_module(cudarc::nvrtc::Ptx::from_src(text))
-        .map_err(|e| format!("the driver refused the generated PTX: {e}"))?;
-    module
-        .load_function(ptx::KERNEL)
-        .map_err(|e| format!("the compiled module has no kernel {}: {e}", ptx::KERNEL))
+    cc: (i32, i32),
+    image: &'static [u8],
 }
 
-/// The library's text for `p` (empty when it calls none).
-fn lib_text(gpu: &Gpu, p: &Program) -> std::result::Result<String, String> {
-    if !ptx::calls_lib(p) {
-        return Ok(String::new());
+/// The library's functions from the expression image's PTX target (decoded once per
+/// process; the first compile that calls one pays about 20 ms for the target's dictionary).
+fn library(image: &'static [u8]) -> std::result::Result<&'static str, String> {
+    static LIB: OnceLock<std::result::Result<String, String>> = OnceLock::new();
+    LIB.get_or_init(|| {
+        let img = strided_apply_image::Image::parse(image).map_err(|e| e.to_string())?;
+        let missing = || {
+            format!(
+                "the expression image has no PTX of family {}",
+                t1lib::FAMILY
+            )
+        };
+        let t = img
+            .targets()
+            .iter()
+            .position(|t| t.kind == strided_apply_image::Kind::Ptx)
+            .ok_or_else(missing)?;
+        let f = img.family(t1lib::FAMILY).ok_or_else(missing)?;
+        let dict = img.dictionary(t).map_err(|e| e.to_string())?;
+        let code = img
+            .decode(f, t, dict.as_deref())
+            .map_err(|e| e.to_string())?;
+        String::from_utf8(code)
+            .ok()
+            .filter(|t| !t.is_empty() && !t.contains('\0'))
+            .ok_or_else(missing)
+    })
+    .as_ref()
+    .map(String::as_str)
+    .map_err(Clone::clone)
+}
+
+/// The image's identity (its description names the fingerprint of its sources): part of a
+/// cached cubin's key, with the kernel's text and the device.
+fn image_identity(image: &'static [u8]) -> &'static str {
+    strided_apply_image::Image::parse(image).map_or("", |i| i.meta())
+}
+
+fn driver_version() -> i32 {
+    static V: OnceLock<i32> = OnceLock::new();
+    *V.get_or_init(|| {
+        let mut v = 0;
+        // SAFETY: writes one int.
+        let _ = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut v) };
+        v
+    })
+}
+
+/// The disk cache's file for a kernel: a 128-bit hash of its text, the image, the device
+/// and the driver.
+fn cache_file(text: &str, job: &Job) -> Option<std::path::PathBuf> {
+    let dir = cache_dir()?;
+    let parts = [
+        text.as_bytes(),
+        image_identity(job.image).as_bytes(),
+        &job.cc.0.to_le_bytes(),
+        &job.cc.1.to_le_bytes(),
+        &driver_version().to_le_bytes(),
+    ];
+    let hash = |seed: u64| {
+        parts.iter().fold(seed, |h, p| {
+            p.iter().chain(&[0xffu8]).fold(h, |h, &b| {
+                (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
+            })
+        })
+    };
+    let name = format!(
+        "{:016x}{:016x}.cubin",
+        hash(0xcbf2_9ce4_8422_2325),
+        hash(0x6c62_272e_07bb_0142)
+    );
+    Some(dir.join(name))
+}
+
+/// Where compiled expressions' cubins are kept: `STRIDED_APPLY_EXPR_CACHE` (a folder, or
+/// `0` for none), else `$XDG_CACHE_HOME/strided-apply/tier1` or
+/// `$HOME/.cache/strided-apply/tier1`. Bounded to `STRIDED_APPLY_EXPR_CACHE_MB` megabytes
+/// (default 256; the oldest files go first); [`clear_cache`] empties it.
+pub fn cache_dir() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    match std::env::var_os("STRIDED_APPLY_EXPR_CACHE") {
+        Some(v) if v == "0" || v.is_empty() => None,
+        Some(v) => Some(PathBuf::from(v)),
+        None => std::env::var_os("XDG_CACHE_HOME")
+            .map(PathBuf::from)
+            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
+            .map(|d| d.join("strided-apply").join("tier1")),
     }
-    let lib = gpu.tier1().lib.get_or_init(|| {
-        gpu.family_ptx(MODULE, t1lib::FAMILY)
-            .map_err(|e| e.to_string())
-    });
-    lib.as_ref().map(|l| lib_for(p, l)).map_err(Clone::clone)
+}
+
+/// Deletes every cached cubin ([`cache_dir`]): how many.
+pub fn clear_cache() -> std::io::Result<usize> {
+    let Some(dir) = cache_dir() else { return Ok(0) };
+    let mut n = 0;
+    match std::fs::read_dir(&dir) {
+        Ok(rd) => {
+            for e in rd.flatten() {
+                if e.path().extension().is_some_and(|x| x == "cubin") {
+                    std::fs::remove_file(e.path())?;
+                    n += 1;
+                }
+            }
+            Ok(n)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
+        Err(e) => Err(e),
+    }
+}
+
+fn cache_limit() -> u64 {
+    std::env::var("STRIDED_APPLY_EXPR_CACHE_MB")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .unwrap_or(256)
+        << 20
+}
+
+/// Writes a cubin into the cache (through a temporary file and a rename, so a reader never
+/// sees half a file), then trims the cache to its bound. Failures (a full disk, a
+/// read-only folder) only mean no cache: logged once.
+fn store(path: &std::path::Path, cubin: &[u8]) {
+    let write = || -> std::io::Result<()> {
+        let dir = path.parent().unwrap_or(std::path::Path::new("."));
+        std::fs::create_dir_all(dir)?;
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        std::fs::write(&tmp, cubin)?;
+        std::fs::rename(&tmp, path)?;
+        let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> =
+            std::fs::read_dir(dir)?
+                .flatten()
+                .filter(|e| e.path().extension().is_some_and(|x| x == "cubin"))
+                .filter_map(|e| {
+                    let m = e.metadata().ok()?;
+                    Some((m.modified().ok()?, m.len(), e.path()))
+                })
+                .collect();
+        let mut total: u64 = files.iter().map(|f| f.1).sum();
+        files.sort();
+        for (_, len, f) in files {
+            if total <= cache_limit() {
+                break;
+            }
+            if std::fs::remove_file(&f).is_ok() {
+                total -= len;
+            }
+        }
+        Ok(())
+    };
+    if let Err(e) = write() {
+        log_once(&format!(
+            "the compiled-expression cache at {} is not writable: {e}",
+            path.display()
+        ));
+    }
+}
+
+/// A cubin from the cache as a loaded kernel; a file that does not load is deleted.
+fn load_cached(job: &Job, path: &std::path::Path) -> Option<CudaFunction> {
+    let bytes = std::fs::read(path).ok()?;
+    let f = job
+        .ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(bytes))
+        .ok()
+        .and_then(|m| m.load_function(ptx::KERNEL).ok());
+    if f.is_none() {
+        let _ = std::fs::remove_file(path);
+    }
+    f
+}
+
+/// The driver's linker: PTX text to a cubin (the context current on this thread).
+fn link(ctx: &Arc<CudaContext>, text: &str) -> std::result::Result<Vec<u8>, String> {
+    use cudarc::driver::sys;
+    ctx.bind_to_thread().map_err(|e| e.to_string())?;
+    let c = std::ffi::CString::new(text).map_err(|e| e.to_string())?;
+    let mut state: sys::CUlinkState = std::ptr::null_mut();
+    let check = |r: sys::CUresult, what: &str| {
+        if r == sys::CUresult::CUDA_SUCCESS {
+            Ok(())
+        } else {
+            Err(format!("{what}: {r:?}"))
+        }
+    };
+    // SAFETY: the driver API's linker with no options; `state` is destroyed on every path
+    // after its creation succeeded; the cubin is copied out before.
+    unsafe {
+        check(
+            sys::cuLinkCreate_v2(0, std::ptr::null_mut(), std::ptr::null_mut(), &mut state),
+            "cuLinkCreate",
+        )?;
+        let out = (|| {
+            check(
+                sys::cuLinkAddData_v2(
+                    state,
+                    sys::CUjitInputType::CU_JIT_INPUT_PTX,
+                    c.as_ptr() as *mut c_void,
+                    c.as_bytes_with_nul().len(),
+                    c"sa_t1.ptx".as_ptr(),
+                    0,
+                    std::ptr::null_mut(),
+                    std::ptr::null_mut(),
+                ),
+                "the driver refused the generated PTX (cuLinkAddData)",
+            )?;
+            let (mut cubin, mut size) = (std::ptr::null_mut(), 0usize);
+            check(
+                sys::cuLinkComplete(state, &mut cubin, &mut size),
+                "cuLinkComplete",
+            )?;
+            if cubin.is_null() || size == 0 {
+                return Err("cuLinkComplete gave no cubin".to_string());
+            }
+            Ok(std::slice::from_raw_parts(cubin as *const u8, size).to_vec())
+        })();
+        let _ = sys::cuLinkDestroy(state);
+        out
+    }
+}
+
+/// Compiles `p` for `shape` on this thread (the disk cache first): its kernel.
+fn compile(
+    job: &Job,
+    p: &Program,
+    shape: Shape,
+    path: Option<&std::path::Path>,
+) -> std::result::Result<CudaFunction, String> {
+    if let Some(f) = path.and_then(|path| load_cached(job, path)) {
+        return Ok(f);
+    }
+    let lib = if ptx::calls_lib(p) {
+        lib_for(p, library(job.image)?)
+    } else {
+        String::new()
+    };
+    let mut text = ptx::module(p, shape, job.sm, &lib);
+    // Fault injection for the failure tests: PTX the driver refuses (as an old driver does).
+    if std::env::var_os("STRIDED_APPLY_EXPR_TIER1_FAULT").is_some_and(|v| v == "ptx") {
+        text.push_str("\nnot.an.instruction;\n");
+    }
+    let cubin = link(&job.ctx, &text)?;
+    if let Some(path) = path {
+        store(path, &cubin);
+    }
+    job.ctx
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
+        .map_err(|e| format!("loading the compiled expression failed: {e}"))?
+        .load_function(ptx::KERNEL)
+        .map_err(|e| format!("the compiled module has no kernel {}: {e}", ptx::KERNEL))
 }
 
 /// The kernel of `p` for `shape` where tier 1 has (or, forced, makes) one.
@@ -289,31 +518,42 @@ fn function(
         Some(Entry::Compiling) if mode == Tier::Auto => return Ok(None),
         _ => {}
     }
+    // Module loading is not allowed while the stream is captured: the capture records the
+    // interpreter (in either mode).
+    // SAFETY: a query of a live stream of this context.
+    let capturing =
+        unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
+            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        });
+    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing) else {
+        return Ok(None);
+    };
+    let job = Job {
+        ctx: gpu.context().clone(),
+        sm,
+        cc: gpu.compute_capability(),
+        image,
+    };
+    // The cache file's name hashes the kernel's text without the library (the image's
+    // identity stands for it).
+    let path = cache_file(&ptx::module(&key.program, shape, sm, ""), &job);
     if mode == Tier::Auto {
-        // No compile starts while the stream is captured (module loading is not allowed
-        // then); the capture records the interpreter.
-        // SAFETY: a query of a live stream of this context.
-        let capturing =
-            unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
-                s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-            });
-        if capturing || !cache.claim(&key) {
+        if !cache.claim(&key) {
             return Ok(None);
         }
-        let lib = match lib_text(gpu, p) {
-            Ok(l) => l,
-            Err(reason) => {
-                log_once(&reason);
-                cache.set(key, Entry::Failed(reason));
-                return Ok(None);
-            }
-        };
-        let (ctx, cache, program) = (gpu.context().clone(), cache.clone(), key.program);
+        // Compiled before (by this process or another): at once.
+        if let Some(f) = path.as_deref().and_then(|path| load_cached(&job, path)) {
+            cache.set(key, Entry::Ready(f.clone()));
+            return Ok(Some(f));
+        }
+        let cache = cache.clone();
         std::thread::spawn(move || {
-            let e = match compile(&ctx, sm, &lib, &program, shape) {
+            let e = match compile(&job, &key.program, shape, path.as_deref()) {
                 Ok(f) => Entry::Ready(f),
                 Err(reason) => {
-                    log_once(&reason);
+                    log_once(&format!(
+                        "compiling an expression (tier 1) failed, it runs on the interpreter: {reason}"
+                    ));
                     Entry::Failed(reason)
                 }
             };
@@ -321,8 +561,7 @@ fn function(
         });
         return Ok(None);
     }
-    let made = lib_text(gpu, p).and_then(|lib| compile(gpu.context(), sm, &lib, p, shape));
-    match made {
+    match compile(&job, p, shape, path.as_deref()) {
         Ok(f) => {
             cache.set(key, Entry::Ready(f.clone()));
             Ok(Some(f))
@@ -378,16 +617,17 @@ pub(crate) unsafe fn launch<const N: usize>(
     ptrs: [u64; N],
     sizes: [usize; N],
 ) -> Result<bool> {
+    // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
+    // and its tiled kernels (an input transposed against the output) keep their programs.
     if tier() == Tier::Interpret
         || plan.variant == Variant::Dn64
         || plan.numel == 0
         || plan.numel > i32::MAX as u64
         || N != 1 + p.n_inputs as usize
+        || strided_apply_expr::kernel::one_kernel(p).is_some()
         || !ptx::supports(p)
+        || super::device::tiled_geometry(p, plan).is_some()
     {
-        return Ok(false);
-    }
-    if super::device::tiled_geometry(p, plan).is_some() {
         return Ok(false);
     }
     let Some((shape, n, tail, extra)) = layout(plan, &ptrs, &sizes) else {
@@ -446,6 +686,19 @@ pub(crate) unsafe fn launch<const N: usize>(
     Ok(true)
 }
 
+/// `STRIDED_APPLY_EXPR_LANES` (2, 4, 8 or 16): the vector shape's lanes for every
+/// program, for measurements (read once); by default 16 bytes of the widest operand per
+/// thread, 2 to 8 lanes.
+fn lanes_knob() -> Option<usize> {
+    static L: OnceLock<Option<usize>> = OnceLock::new();
+    *L.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_EXPR_LANES")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|l: &usize| matches!(l, 2 | 4 | 8 | 16))
+    })
+}
+
 /// The kernel shape of a 32-bit plan and its parameters past the constants: `(shape, n,
 /// tail, rest)` (`tail` only for the vector shape).
 fn layout<const N: usize>(
@@ -454,7 +707,7 @@ fn layout<const N: usize>(
     sizes: &[usize; N],
 ) -> Option<(Shape, u64, u64, Vec<u64>)> {
     let widest = sizes.iter().copied().max().unwrap_or(4).max(1);
-    let lanes = (16 / widest).clamp(2, 8);
+    let lanes = lanes_knob().unwrap_or((16 / widest).clamp(2, 8));
     let aligned = |k: usize| ptrs[k].is_multiple_of((lanes * sizes[k]) as u64);
     if plan.variant == Variant::Contig && (0..N).all(aligned) {
         let n = plan.numel / lanes as u64;
