@@ -741,6 +741,14 @@ impl Gpu {
     }
 }
 
+impl Drop for Gpu {
+    /// Waits for compiles of expressions running on other threads (at most 5 s): a process
+    /// must not tear the driver down under one.
+    fn drop(&mut self) {
+        crate::expr::tier1::wait_for_compiles();
+    }
+}
+
 impl Gpu {
     /// Milliseconds of device time taken by the work `f` queues on this Gpu's stream,
     /// measured with CUDA events.

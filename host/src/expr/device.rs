@@ -609,10 +609,12 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     if plan.numel == 0 {
         return Ok(());
     }
-    // Tier 1 where it has (or starts) a compiled kernel for the program and layout.
+    // Tier 1 where it has (or starts) a compiled kernel for the program and layout; a
+    // compile it starts begins when `later` drops, after the interpreter's launch below.
+    let mut later = super::tier1::Deferred::default();
     if plan.variant != Variant::Dn64 && plan.numel <= i32::MAX as u64 {
         // SAFETY: forwarded.
-        if unsafe { super::tier1::launch(gpu, stream, p, plan, ptrs, sizes)? } {
+        if unsafe { super::tier1::launch(gpu, stream, p, plan, ptrs, sizes, &mut later)? } {
             return Ok(());
         }
     }
@@ -651,7 +653,7 @@ pub(crate) unsafe fn launch_program<const N: usize>(
             q[k] = ptrs[k].wrapping_add_signed(off[k] * sizes[k] as i64);
         }
         // SAFETY (both): as above, for the piece's part of every operand.
-        if unsafe { super::tier1::launch(gpu, stream, p, &piece, q, sizes)? } {
+        if unsafe { super::tier1::launch(gpu, stream, p, &piece, q, sizes, &mut later)? } {
             continue;
         }
         unsafe { scalar(gpu, stream, p, &piece, q, sizes)? };

@@ -50,10 +50,29 @@ thread_local! {
     static CHOSEN: std::cell::Cell<Option<Tier>> = const { std::cell::Cell::new(None) };
 }
 
-/// Runs `f` with `tier` (if any) as this thread's tier.
+thread_local! {
+    /// Nesting of [`with_tier`] on this thread, and the compiles its launches deferred: they
+    /// start when the outermost call ends, after every launch of the expression (its
+    /// hoisted parts' included) is queued.
+    static BATCH: std::cell::RefCell<(usize, Deferred)> = std::cell::RefCell::new((0, Deferred::default()));
+}
+
+/// Runs one expression's launches `f` with `tier` (if any) as this thread's tier; compiles
+/// they start begin when it returns.
 pub(crate) fn with_tier<R>(tier: Option<Tier>, f: impl FnOnce() -> R) -> R {
     let before = CHOSEN.with(|c| c.replace(tier));
+    BATCH.with(|b| b.borrow_mut().0 += 1);
     let r = f();
+    let done = BATCH.with(|b| {
+        let mut b = b.borrow_mut();
+        b.0 -= 1;
+        if b.0 == 0 {
+            std::mem::take(&mut b.1)
+        } else {
+            Deferred::default()
+        }
+    });
+    drop(done);
     CHOSEN.with(|c| c.set(before));
     r
 }
@@ -387,7 +406,7 @@ fn store(path: &std::path::Path, cubin: &[u8]) {
     };
     if let Err(e) = write() {
         log_once(&format!(
-            "the compiled-expression cache at {} is not writable: {e}",
+            "compiled expressions are not cached: {} is not writable: {e}",
             path.display()
         ));
     }
@@ -493,6 +512,7 @@ fn function(
     stream: CUstream,
     p: &Program,
     shape: Shape,
+    later: &mut Deferred,
 ) -> Result<Option<CudaFunction>> {
     let mode = tier();
     if mode == Tier::Interpret || !ptx::supports(p) {
@@ -546,19 +566,7 @@ fn function(
             cache.set(key, Entry::Ready(f.clone()));
             return Ok(Some(f));
         }
-        let cache = cache.clone();
-        std::thread::spawn(move || {
-            let e = match compile(&job, &key.program, shape, path.as_deref()) {
-                Ok(f) => Entry::Ready(f),
-                Err(reason) => {
-                    log_once(&format!(
-                        "compiling an expression (tier 1) failed, it runs on the interpreter: {reason}"
-                    ));
-                    Entry::Failed(reason)
-                }
-            };
-            cache.set(key, e);
-        });
+        later.0.push((job, key, path, cache.clone()));
         return Ok(None);
     }
     match compile(&job, p, shape, path.as_deref()) {
@@ -571,6 +579,111 @@ fn function(
             Err(Error::ExprCompile { reason })
         }
     }
+}
+
+/// Compiles running on threads of their own. A process must not exit under one: the
+/// driver's teardown then crashes the compiling thread (a process that exited right after
+/// its first launch of an expression died in `free()`). Dropping a `Gpu` waits for them
+/// ([`wait_for_compiles`]), and so does the process's exit (an `atexit` hook, for a `Gpu`
+/// that is never dropped), each for at most 5 s.
+static IN_FLIGHT: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
+
+/// One compile in flight, counted while it lives.
+struct Compiling;
+
+impl Compiling {
+    /// Counts a compile about to start on another thread.
+    fn start() -> Compiling {
+        if let Ok(mut n) = IN_FLIGHT.0.lock() {
+            *n += 1;
+        }
+        Compiling
+    }
+
+    /// On the compiling thread, before its first compile: links a trivial kernel, so that
+    /// the driver's linker registers its own exit handlers before this module's hook,
+    /// which therefore runs before them. (A process that exits during this first link,
+    /// with a `Gpu` it never drops, is not covered.)
+    fn hook(ctx: &Arc<CudaContext>) {
+        static HOOK: OnceLock<()> = OnceLock::new();
+        HOOK.get_or_init(|| {
+            const TRIVIAL: &str =
+                ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry sa_t1_warm() { ret; }\n";
+            if let Ok(cubin) = link(ctx, TRIVIAL) {
+                let _ = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
+            }
+            extern "C" {
+                fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+            }
+            // SAFETY: registers a function that only waits on this module's counter.
+            unsafe { atexit(wait_at_exit) };
+        });
+    }
+}
+
+impl Drop for Compiling {
+    fn drop(&mut self) {
+        if let Ok(mut n) = IN_FLIGHT.0.lock() {
+            *n = n.saturating_sub(1);
+        }
+        IN_FLIGHT.1.notify_all();
+    }
+}
+
+/// Compiles to start on threads of their own once the caller's launch is queued: dropping
+/// it starts them (the interpreter's launch first, so that its kernel's module load does
+/// not wait behind a compile: the driver serialises them).
+#[derive(Default)]
+pub(crate) struct Deferred(Vec<(Job, Key, Option<std::path::PathBuf>, Arc<Cache>)>);
+
+impl Drop for Deferred {
+    fn drop(&mut self) {
+        // Inside an expression's launches ([`with_tier`]): to the batch, started at its end.
+        let batched = BATCH
+            .try_with(|b| match b.try_borrow_mut() {
+                Ok(mut b) if b.0 > 0 => {
+                    b.1 .0.append(&mut self.0);
+                    true
+                }
+                _ => false,
+            })
+            .unwrap_or(false);
+        if batched {
+            return;
+        }
+        for (job, key, path, cache) in self.0.drain(..) {
+            let compiling = Compiling::start();
+            std::thread::spawn(move || {
+                let _done = compiling;
+                Compiling::hook(&job.ctx);
+                let e = match compile(&job, &key.program, key.shape, path.as_deref()) {
+                    Ok(f) => Entry::Ready(f),
+                    Err(reason) => {
+                        log_once(&format!(
+                            "compiling an expression (tier 1) failed, it runs on the interpreter: {reason}"
+                        ));
+                        Entry::Failed(reason)
+                    }
+                };
+                cache.set(key, e);
+            });
+        }
+    }
+}
+
+/// Waits (at most 5 s) until no compile runs on another thread.
+pub(crate) fn wait_for_compiles() {
+    let Ok(n) = IN_FLIGHT.0.lock() else { return };
+    if *n == 0 {
+        return;
+    }
+    let _ = IN_FLIGHT
+        .1
+        .wait_timeout_while(n, std::time::Duration::from_secs(5), |n| *n > 0);
+}
+
+extern "C" fn wait_at_exit() {
+    wait_for_compiles();
 }
 
 /// Parameter values of one launch: each a `u64` slot (a 32-bit parameter is its low half),
@@ -602,7 +715,8 @@ fn div_params(v: &mut Vec<u64>, d: u64) -> Option<()> {
 }
 
 /// Tier 1's launch of `p` over a 32-bit `plan` (not `Dn64`), where tier 1 runs it: whether
-/// it launched. Plans that tier 0 runs on its tiled kernels (an input transposed against the
+/// it launched. A compile to start in the background goes into `later`, which the caller
+/// drops once it has launched the interpreter. Plans that tier 0 runs on its tiled kernels (an input transposed against the
 /// output) stay there.
 ///
 /// # Safety
@@ -616,6 +730,7 @@ pub(crate) unsafe fn launch<const N: usize>(
     plan: &Plan<N>,
     ptrs: [u64; N],
     sizes: [usize; N],
+    later: &mut Deferred,
 ) -> Result<bool> {
     // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
     // and its tiled kernels (an input transposed against the output) keep their programs.
@@ -633,7 +748,7 @@ pub(crate) unsafe fn launch<const N: usize>(
     let Some((shape, n, tail, extra)) = layout(plan, &ptrs, &sizes) else {
         return Ok(false);
     };
-    let Some(f) = function(gpu, stream, p, shape)? else {
+    let Some(f) = function(gpu, stream, p, shape, later)? else {
         return Ok(false);
     };
     let mut slots: Vec<u64> = ptrs.to_vec();
