@@ -105,7 +105,36 @@ fn check_writable(out: &Operand<'_>) -> PyResult<()> {
     Ok(())
 }
 
+/// Refuses an op other than a conversion over an 8-bit float operand (an input or the
+/// output; one whose type is not known yet passes), naming it: they are storage types, as in
+/// PyTorch. Nothing has run.
+pub(crate) fn refuse_float8<'a, 'py: 'a>(
+    op: &str,
+    operands: impl IntoIterator<Item = &'a Operand<'py>>,
+) -> PyResult<()> {
+    if op == "cast" {
+        return Ok(());
+    }
+    let f8 = operands
+        .into_iter()
+        .find(|o| matches!(o.elem, Some(ElemType::F8E4M3 | ElemType::F8E5M2)));
+    match f8 {
+        Some(o) => Err(DtypeError::new_err(format!(
+            "{}: `{op}` of {}: 8-bit floats are storage types, as in PyTorch (convert them \
+             first, e.g. sa.expr(\"f32(a)\"))",
+            o.name,
+            framework_name(o.elem.unwrap_or(ElemType::F8E4M3)),
+        ))),
+        None => Ok(()),
+    }
+}
+
 impl<'py> Operands<'py> {
+    /// [`refuse_float8`] of the operands known so far (inputs and `out=`).
+    pub(crate) fn refuse_float8(&self, op: &str) -> PyResult<()> {
+        refuse_float8(op, self.inputs.iter().chain(self.out.as_ref()))
+    }
+
     /// The given `out`'s element type (known once consumed).
     pub(crate) fn out_elem(&self) -> Option<ElemType> {
         self.out.as_ref().and_then(|o| o.elem)

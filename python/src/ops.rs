@@ -1,7 +1,7 @@
 //! Pointwise ops: the host's instances by op id, the output type of a call without `out`,
 //! the call, and `Op` (an op by id with its scalars bound or given at the call).
 
-use crate::call::{broadcast_shape, operands, Kernel};
+use crate::call::{broadcast_shape, operands, refuse_float8, Kernel};
 use crate::device::{gpu, Device};
 use crate::dtypes::dtype_arg;
 use crate::errors::{DeviceError, DtypeError, Error, OpError, OrPy};
@@ -198,11 +198,14 @@ fn call<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     check_input_count(op, info, inputs.len())?;
     let ops = operands(py, op, named_inputs(inputs), out, stream)?;
+    ops.refuse_float8(op)?;
     let call = ops.output_or_new(py, |ins| {
+        refuse_float8(op, ins)?;
         let in_types: Vec<ElemType> = ins.iter().map(|o| o.elem.unwrap_or(ElemType::U8)).collect();
         let elem = output_type(py, op, info, &in_types, scalars, dtype)?;
         Ok((broadcast_shape(ins)?, elem))
     })?;
+    refuse_float8(op, call.inputs.iter().chain([&call.out]))?;
     let dyn_op = DynOp::new(op, &types_of(&call.out, &call.inputs), scalars).py()?;
     call.run(&dyn_op)
 }
