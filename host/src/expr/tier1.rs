@@ -60,21 +60,26 @@ thread_local! {
 /// Runs one expression's launches `f` with `tier` (if any) as this thread's tier; compiles
 /// they start begin when it returns.
 pub(crate) fn with_tier<R>(tier: Option<Tier>, f: impl FnOnce() -> R) -> R {
-    let before = CHOSEN.with(|c| c.replace(tier));
-    BATCH.with(|b| b.borrow_mut().0 += 1);
-    let r = f();
-    let done = BATCH.with(|b| {
-        let mut b = b.borrow_mut();
-        b.0 -= 1;
-        if b.0 == 0 {
-            std::mem::take(&mut b.1)
-        } else {
-            Deferred::default()
+    /// Restores the thread's tier and closes the batch, also when `f` unwinds.
+    struct Scope(Option<Tier>);
+    impl Drop for Scope {
+        fn drop(&mut self) {
+            let done = BATCH.with(|b| {
+                let mut b = b.borrow_mut();
+                b.0 = b.0.saturating_sub(1);
+                if b.0 == 0 {
+                    std::mem::take(&mut b.1)
+                } else {
+                    Deferred::default()
+                }
+            });
+            drop(done);
+            CHOSEN.with(|c| c.set(self.0));
         }
-    });
-    drop(done);
-    CHOSEN.with(|c| c.set(before));
-    r
+    }
+    let _scope = Scope(CHOSEN.with(|c| c.replace(tier)));
+    BATCH.with(|b| b.borrow_mut().0 += 1);
+    f()
 }
 
 fn tier() -> Tier {
@@ -888,6 +893,28 @@ mod tests {
         assert_eq!(tier_from(Some("0")), Tier::Interpret);
         assert_eq!(tier_from(Some(" 1 ")), Tier::Compile);
         assert_eq!(tier_from(Some("2")), Tier::Auto);
+    }
+
+    #[test]
+    fn a_chosen_tier_holds_inside_and_is_restored_after_even_on_unwind() {
+        assert_eq!(CHOSEN.with(|c| c.get()), None);
+        with_tier(Some(Tier::Compile), || {
+            assert_eq!(tier(), Tier::Compile);
+            with_tier(Some(Tier::Interpret), || {
+                assert_eq!(tier(), Tier::Interpret)
+            });
+            assert_eq!(tier(), Tier::Compile);
+            assert_eq!(BATCH.with(|b| b.borrow().0), 1);
+        });
+        assert_eq!(CHOSEN.with(|c| c.get()), None);
+        let r = std::panic::catch_unwind(|| with_tier(Some(Tier::Compile), || panic!("unwinds")));
+        assert!(r.is_err());
+        assert_eq!(CHOSEN.with(|c| c.get()), None);
+        assert_eq!(
+            BATCH.with(|b| b.borrow().0),
+            0,
+            "the batch closed on unwind"
+        );
     }
 
     #[test]
