@@ -6,7 +6,7 @@ use cudarc::driver::{sys, CudaContext, CudaFunction, CudaModule, CudaStream, Dri
 use gpu_kernels::{KernelNames, Variant};
 use std::collections::HashMap;
 use std::ffi::c_void;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, RwLock};
 use strided_apply_image::{family_of, Decoder, Image, ImageError, Kind, Target};
 
 /// The kernel image of one kernel crate (from `strided-apply-builder`): cubins for several
@@ -189,8 +189,9 @@ pub struct Gpu {
     retired: std::sync::Mutex<Vec<Arc<CudaModule>>>,
     /// Loaded kernels by (module, kernel): two modules may use the same kernel name.
     functions: RwLock<HashMap<(&'static str, &'static str), CudaFunction>>,
-    /// Compiled expressions (tier 1) of this context, shared by its streams' handles.
-    tier1: Arc<crate::expr::tier1::Cache>,
+    /// State an upper layer keeps per context, made on first use and shared by the
+    /// context's stream handles ([`Gpu::context_state`]: tier 1's compiled expressions).
+    context_state: Arc<OnceLock<Arc<dyn std::any::Any + Send + Sync>>>,
 }
 
 impl std::fmt::Debug for Gpu {
@@ -243,7 +244,7 @@ impl Gpu {
             modules: RwLock::default(),
             retired: Default::default(),
             functions: RwLock::default(),
-            tier1: Default::default(),
+            context_state: Default::default(),
         };
         gpu.set_memory_cache_limit(u64::MAX)?;
         Ok(gpu)
@@ -262,7 +263,7 @@ impl Gpu {
             modules: RwLock::new(self.modules.read().map(|m| m.clone()).unwrap_or_default()),
             retired: Default::default(),
             functions: RwLock::new(self.functions.read().map(|m| m.clone()).unwrap_or_default()),
-            tier1: self.tier1.clone(),
+            context_state: self.context_state.clone(),
         })
     }
 
@@ -565,9 +566,14 @@ impl Gpu {
         Ok(module)
     }
 
-    /// The compiled expressions of this context (tier 1).
-    pub(crate) fn tier1(&self) -> &Arc<crate::expr::tier1::Cache> {
-        &self.tier1
+    /// This context's state of type `T` (made on first use, shared by the context's stream
+    /// handles); `None` if the slot holds another type (it has one user: tier 1).
+    pub(crate) fn context_state<T: std::any::Any + Send + Sync + Default>(&self) -> Option<Arc<T>> {
+        self.context_state
+            .get_or_init(|| Arc::new(T::default()))
+            .clone()
+            .downcast::<T>()
+            .ok()
     }
 
     /// The bytes of module `module`'s registered image: tier 1 reads its library there.
@@ -741,11 +747,68 @@ impl Gpu {
     }
 }
 
+/// Driver work running on threads of the library's own (tier 1's compiles). A process must
+/// not exit under it: the driver's teardown then crashes that thread (a process that exited
+/// right after its first launch of an expression died in `free()`). Dropping a `Gpu` waits
+/// for it ([`wait_for_background_work`]), and so does the process's exit once
+/// [`wait_at_exit_once`] registered the wait, each for at most 5 s.
+static IN_FLIGHT: (Mutex<usize>, Condvar) = (Mutex::new(0), Condvar::new());
+
+/// One piece of background driver work, counted while it lives.
+pub(crate) struct InFlight;
+
+impl InFlight {
+    /// Counts work about to start on another thread.
+    pub(crate) fn start() -> InFlight {
+        if let Ok(mut n) = IN_FLIGHT.0.lock() {
+            *n += 1;
+        }
+        InFlight
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        if let Ok(mut n) = IN_FLIGHT.0.lock() {
+            *n = n.saturating_sub(1);
+        }
+        IN_FLIGHT.1.notify_all();
+    }
+}
+
+/// Waits (at most 5 s) until no background driver work runs.
+pub(crate) fn wait_for_background_work() {
+    let Ok(n) = IN_FLIGHT.0.lock() else { return };
+    if *n == 0 {
+        return;
+    }
+    let _ = IN_FLIGHT
+        .1
+        .wait_timeout_while(n, std::time::Duration::from_secs(5), |n| *n > 0);
+}
+
+extern "C" fn wait_at_exit() {
+    wait_for_background_work();
+}
+
+/// Registers [`wait_for_background_work`] to run at the process's exit (once): it runs
+/// before the exit handlers registered earlier, so the caller makes sure the driver's are.
+pub(crate) fn wait_at_exit_once() {
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        extern "C" {
+            fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
+        }
+        // SAFETY: registers a function that only waits on this module's counter.
+        unsafe { atexit(wait_at_exit) };
+    });
+}
+
 impl Drop for Gpu {
     /// Waits for compiles of expressions running on other threads (at most 5 s): a process
     /// must not tear the driver down under one.
     fn drop(&mut self) {
-        crate::expr::tier1::wait_for_compiles();
+        wait_for_background_work();
     }
 }
 

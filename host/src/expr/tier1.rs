@@ -533,7 +533,10 @@ fn function(
         },
         shape,
     };
-    let cache = gpu.tier1();
+    let Some(cache) = gpu.context_state::<Cache>() else {
+        return Ok(None);
+    };
+    let cache = &cache;
     match cache.get(&key) {
         Some(Entry::Ready(f)) => return Ok(Some(f)),
         Some(Entry::Failed(reason)) if mode == Tier::Compile => {
@@ -586,53 +589,20 @@ fn function(
     }
 }
 
-/// Compiles running on threads of their own. A process must not exit under one: the
-/// driver's teardown then crashes the compiling thread (a process that exited right after
-/// its first launch of an expression died in `free()`). Dropping a `Gpu` waits for them
-/// ([`wait_for_compiles`]), and so does the process's exit (an `atexit` hook, for a `Gpu`
-/// that is never dropped), each for at most 5 s.
-static IN_FLIGHT: (Mutex<usize>, std::sync::Condvar) = (Mutex::new(0), std::sync::Condvar::new());
-
-/// One compile in flight, counted while it lives.
-struct Compiling;
-
-impl Compiling {
-    /// Counts a compile about to start on another thread.
-    fn start() -> Compiling {
-        if let Ok(mut n) = IN_FLIGHT.0.lock() {
-            *n += 1;
+/// On a compiling thread, before its first compile: links a trivial kernel, so that the
+/// driver's linker registers its own exit handlers before the library's exit wait
+/// ([`crate::gpu::wait_at_exit_once`]), which therefore runs before them. (A process that
+/// exits during this first link, with a `Gpu` it never drops, is not covered.)
+fn exit_hook(ctx: &Arc<CudaContext>) {
+    static HOOK: OnceLock<()> = OnceLock::new();
+    HOOK.get_or_init(|| {
+        const TRIVIAL: &str =
+            ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry sa_t1_warm() { ret; }\n";
+        if let Ok(cubin) = link(ctx, TRIVIAL) {
+            let _ = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
         }
-        Compiling
-    }
-
-    /// On the compiling thread, before its first compile: links a trivial kernel, so that
-    /// the driver's linker registers its own exit handlers before this module's hook,
-    /// which therefore runs before them. (A process that exits during this first link,
-    /// with a `Gpu` it never drops, is not covered.)
-    fn hook(ctx: &Arc<CudaContext>) {
-        static HOOK: OnceLock<()> = OnceLock::new();
-        HOOK.get_or_init(|| {
-            const TRIVIAL: &str =
-                ".version 7.0\n.target sm_70\n.address_size 64\n.visible .entry sa_t1_warm() { ret; }\n";
-            if let Ok(cubin) = link(ctx, TRIVIAL) {
-                let _ = ctx.load_module(cudarc::nvrtc::Ptx::from_binary(cubin));
-            }
-            extern "C" {
-                fn atexit(f: extern "C" fn()) -> std::ffi::c_int;
-            }
-            // SAFETY: registers a function that only waits on this module's counter.
-            unsafe { atexit(wait_at_exit) };
-        });
-    }
-}
-
-impl Drop for Compiling {
-    fn drop(&mut self) {
-        if let Ok(mut n) = IN_FLIGHT.0.lock() {
-            *n = n.saturating_sub(1);
-        }
-        IN_FLIGHT.1.notify_all();
-    }
+        crate::gpu::wait_at_exit_once();
+    });
 }
 
 /// Compiles to start on threads of their own once the caller's launch is queued: dropping
@@ -657,10 +627,10 @@ impl Drop for Deferred {
             return;
         }
         for (job, key, path, cache) in self.0.drain(..) {
-            let compiling = Compiling::start();
+            let in_flight = crate::gpu::InFlight::start();
             std::thread::spawn(move || {
-                let _done = compiling;
-                Compiling::hook(&job.ctx);
+                let _done = in_flight;
+                exit_hook(&job.ctx);
                 let e = match compile(&job, &key.program, key.shape, path.as_deref()) {
                     Ok(f) => Entry::Ready(f),
                     Err(reason) => {
@@ -674,21 +644,6 @@ impl Drop for Deferred {
             });
         }
     }
-}
-
-/// Waits (at most 5 s) until no compile runs on another thread.
-pub(crate) fn wait_for_compiles() {
-    let Ok(n) = IN_FLIGHT.0.lock() else { return };
-    if *n == 0 {
-        return;
-    }
-    let _ = IN_FLIGHT
-        .1
-        .wait_timeout_while(n, std::time::Duration::from_secs(5), |n| *n > 0);
-}
-
-extern "C" fn wait_at_exit() {
-    wait_for_compiles();
 }
 
 /// Parameter values of one launch: each a `u64` slot (a 32-bit parameter is its low half),
@@ -720,14 +675,16 @@ fn div_params(v: &mut Vec<u64>, d: u64) -> Option<()> {
 }
 
 /// Tier 1's launch of `p` over a 32-bit `plan` (not `Dn64`), where tier 1 runs it: whether
-/// it launched. A compile to start in the background goes into `later`, which the caller
-/// drops once it has launched the interpreter. Plans that tier 0 runs on its tiled kernels (an input transposed against the
+/// it launched. `tiled`: whether tier 0 runs the plan on its tiled kernels (then it stays
+/// there). A compile to start in the background goes into `later`, which the caller drops
+/// once it has launched the interpreter. Plans that tier 0 runs on its tiled kernels (an input transposed against the
 /// output) stay there.
 ///
 /// # Safety
 /// As `device::launch_program`: `ptrs[k]` is operand `k`'s element at the plan's base, in
 /// a buffer of `sizes[k]`-byte elements of `p`'s type for it, every offset of `plan` proved
 /// in bounds; the aliasing rules hold; `stream` is a live stream of the gpu's context.
+#[allow(clippy::too_many_arguments)]
 pub(crate) unsafe fn launch<const N: usize>(
     gpu: &Gpu,
     stream: CUstream,
@@ -735,6 +692,7 @@ pub(crate) unsafe fn launch<const N: usize>(
     plan: &Plan<N>,
     ptrs: [u64; N],
     sizes: [usize; N],
+    tiled: impl FnOnce() -> bool,
     later: &mut Deferred,
 ) -> Result<bool> {
     // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
@@ -746,7 +704,7 @@ pub(crate) unsafe fn launch<const N: usize>(
         || N != 1 + p.n_inputs as usize
         || strided_apply_expr::kernel::one_kernel(p).is_some()
         || !ptx::supports(p)
-        || super::device::tiled_geometry(p, plan).is_some()
+        || tiled()
     {
         return Ok(false);
     }
