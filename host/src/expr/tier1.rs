@@ -263,7 +263,7 @@ struct Job {
 
 /// The library's functions from the expression image's PTX target (decoded once per
 /// process; the first compile that calls one pays about 20 ms for the target's dictionary).
-fn library(image: &'static [u8]) -> std::result::Result<&'static str, String> {
+pub(crate) fn library(image: &'static [u8]) -> std::result::Result<&'static str, String> {
     static LIB: OnceLock<std::result::Result<String, String>> = OnceLock::new();
     LIB.get_or_init(|| {
         let img = strided_apply_image::Image::parse(image).map_err(|e| e.to_string())?;
@@ -519,10 +519,8 @@ fn function(
     shape: Shape,
     later: &mut Deferred,
 ) -> Result<Option<CudaFunction>> {
+    // `launch`, the one caller, checked the tier and that tier 1 takes `p`.
     let mode = tier();
-    if mode == Tier::Interpret || !ptx::supports(p) {
-        return Ok(None);
-    }
     let Some(sm) = target(gpu.compute_capability()) else {
         return Ok(None);
     };
