@@ -1,6 +1,6 @@
 //! The kernel images, compressed: the op library's (`gpu-kernels`) and the expression
-//! interpreter's (`strided-apply-expr`), each with cubins for sm_70, sm_80, sm_90, sm_100 and
-//! sm_120 and PTX for newer GPUs, one zstd frame per kernel family. Each uses its committed
+//! interpreter's (`strided-apply-expr`), each with cubins for sm_90 and sm_70 PTX for every
+//! other GPU, one zstd frame per kernel family. Each uses its committed
 //! snapshot (`<crate>/image/`) when the fingerprint matches the kernel sources, so stable
 //! Rust without any GPU toolchain builds this crate; otherwise compiles with the NVPTX
 //! toolchain and ptxas (`scripts/setup-toolchain`).

@@ -357,7 +357,7 @@ pub fn module_errors(gpu: &Gpu) -> TestResult {
     for (what, cut) in [("corrupt frame", false), ("truncated image", true)] {
         let (g, r) = fresh(Some(damaged_builtin(gpu, "neg_f32", cut)?))?;
         lines.push(expect_err(r, what, |e| {
-            matches!(e, Error::ImageCorrupt { .. }) && names_all(e, "sm_90 PTX")
+            matches!(e, Error::ImageCorrupt { .. }) && names_all(e, "sm_70 PTX")
         })?);
         if !cut {
             add_works(&g).map_err(|e| format!("{what}: {e}"))?;

@@ -12,9 +12,9 @@
 //!
 //! the PTX is split into one small module per kernel family (`add_f32`: `add_f32_v`,
 //! `add_f32_d1`, …), `ptxas` compiles every family for every cubin target
-//! ([`DEFAULT_CUBINS`]: sm_70, sm_80, sm_90, sm_100, sm_120), and everything is stored as
-//! one zstd frame per family and target ([`strided_apply_image`]), with the PTX kept for
-//! GPUs newer than every cubin.
+//! ([`DEFAULT_CUBINS`]: sm_90), and everything is stored as one zstd frame per family and
+//! target ([`strided_apply_image`]), with the sm_70 PTX kept for every other GPU (the
+//! driver compiles a family's PTX on its first launch and keeps it in its cache).
 //!
 //! The toolchain is found, in this order: environment overrides
 //! (`STRIDED_APPLY_NVPTX_RUSTC`, `…_CARGO`, `…_BITCODE_LINKER`, `…_LLVM_BIN`), a rustup
@@ -46,19 +46,20 @@ pub use assemble::{TargetStats, NO_SPILL};
 pub use strided_apply_image as image;
 
 /// PTX targets built by default (one nvptx build each).
-pub const DEFAULT_ARCHS: [u32; 3] = [70, 80, 90];
+pub const DEFAULT_ARCHS: [u32; 2] = [70, 90];
 
 /// Cubin targets built by default, as `(sm, PTX target compiled from)`: one cubin runs on
-/// every device of its major version at or above its minor version, so these cover
-/// compute capability 7.x, 8.x, 9.0, 10.x and 12.x. `ptxas` compiles PTX of a lower
-/// target for a higher one (the sm_90 PTX gives the sm_100 and sm_120 cubins).
-pub const DEFAULT_CUBINS: [(u32, u32); 5] = [(70, 70), (80, 80), (90, 90), (100, 90), (120, 90)];
+/// every device of its major version at or above its minor version. Only sm_90 (H100,
+/// H200: the GPUs the library is measured on) has machine code; every other device runs
+/// the stored sm_70 PTX. A cubin costs 1.5–2.4 MB of image per target (sm_70, sm_80,
+/// sm_100 and sm_120 were 9.7 MB of the op library's 11.8 MB and 3.4 of the interpreter's
+/// 5.2; benches/NOTES.md, "The kernel image and machine code size").
+pub const DEFAULT_CUBINS: [(u32, u32); 1] = [(90, 90)];
 
-/// PTX targets stored in the image by default: the newest only, for devices newer than
-/// every cubin (and `STRIDED_APPLY_FORCE_PTX` on sm_90 and later). Every older device has
-/// a cubin; storing the sm_70 and sm_80 PTX as well cost 2.6 MB once the 16-bit types
-/// made the three texts differ (their frames were shared while identical).
-pub const DEFAULT_PTX_STORED: [u32; 1] = [90];
+/// PTX targets stored in the image by default: sm_70, which the driver compiles for every
+/// device of compute capability 7.0 and later without a cubin (and for
+/// `STRIDED_APPLY_FORCE_PTX`), keeping the result in its compute cache.
+pub const DEFAULT_PTX_STORED: [u32; 1] = [70];
 
 /// The image file inside a snapshot folder.
 pub const IMAGE_FILE: &str = "kernels.img";
@@ -381,12 +382,30 @@ impl PtxBuild {
     }
 
     /// Keeps the cubins `(sm, from)` for which `keep` holds, the PTX targets they are made
-    /// from, and the stored PTX among those.
+    /// from, and the stored PTX among those; when none of the stored PTX is left, the PTX
+    /// of the newest remaining source is stored (the expression compiler reads its library
+    /// from the stored PTX).
     fn keep_cubins(&mut self, keep: impl Fn(u32, u32) -> bool) {
         self.cubins.retain(|&(sm, from)| keep(sm, from));
         let sources: Vec<u32> = self.cubins.iter().map(|&(_, from)| from).collect();
         self.archs.retain(|a| sources.contains(a));
         self.ptx_stored.retain(|a| sources.contains(a));
+        if self.ptx_stored.is_empty() {
+            self.ptx_stored.extend(sources.iter().max());
+        }
+    }
+
+    /// The part of this build that a partial check rebuilds: the PTX targets in `archs`
+    /// (all when `None`), the cubins made from them whose SM version is in `cubins` (all
+    /// when `None`), and the stored PTX among those targets.
+    fn subset(&self, archs: Option<&[u32]>, cubins: Option<&[u32]>) -> PtxBuild {
+        let mut sub = self.clone();
+        sub.archs.retain(|a| archs.is_none_or(|l| l.contains(a)));
+        let kept = sub.archs.clone();
+        sub.cubins
+            .retain(|&(sm, from)| kept.contains(&from) && cubins.is_none_or(|c| c.contains(&sm)));
+        sub.ptx_stored.retain(|a| kept.contains(a));
+        sub
     }
 
     /// The crate's package name, read from its Cargo.toml.
@@ -542,56 +561,61 @@ impl PtxBuild {
         self.run_into(&out)
     }
 
-    /// Compiles every PTX arch with `tc`; returns `(sm, PTX text)`.
+    /// Compiles every PTX arch with `tc`; returns `(sm, PTX text)` in the order of `archs`.
+    /// One build at a time: the op library's LTO build takes about 11 GB of memory.
     pub fn compile(&self, tc: &Toolchain) -> Result<Vec<(u32, String)>, BuildError> {
         let name = self.package_name()?.replace('-', "_");
-        let mut texts = Vec::new();
-        for &sm in &self.archs {
-            let target_dir = self.target_dir.join(format!("sm_{sm}"));
-            let flags = [
-                format!("-Ctarget-cpu=sm_{sm}"),
-                format!("-Clinker={}", tc.linker.display()),
-                format!("-Clink-arg={}", tc.libdevice.display()),
-            ]
-            .join("\x1f");
-            let path = format!(
-                "{}:{}",
-                tc.llvm_bin.display(),
-                std::env::var("PATH").unwrap_or_default()
-            );
-            let mut cmd = Command::new(&tc.cargo);
-            // A nested cargo must not inherit the outer build's settings.
-            for (k, _) in std::env::vars_os() {
-                if let Some(k) = k.to_str() {
-                    if (k.starts_with("CARGO") && k != "CARGO_HOME") || k.starts_with("RUST") {
-                        cmd.env_remove(k);
-                    }
+        self.archs
+            .iter()
+            .map(|&sm| self.compile_arch(tc, sm, &name).map(|t| (sm, t)))
+            .collect()
+    }
+
+    /// One nvptx build for `sm_{sm}`: the crate's PTX text.
+    fn compile_arch(&self, tc: &Toolchain, sm: u32, name: &str) -> Result<String, BuildError> {
+        let target_dir = self.target_dir.join(format!("sm_{sm}"));
+        let flags = [
+            format!("-Ctarget-cpu=sm_{sm}"),
+            format!("-Clinker={}", tc.linker.display()),
+            format!("-Clink-arg={}", tc.libdevice.display()),
+        ]
+        .join("\x1f");
+        let path = format!(
+            "{}:{}",
+            tc.llvm_bin.display(),
+            std::env::var("PATH").unwrap_or_default()
+        );
+        let mut cmd = Command::new(&tc.cargo);
+        // A nested cargo must not inherit the outer build's settings.
+        for (k, _) in std::env::vars_os() {
+            if let Some(k) = k.to_str() {
+                if (k.starts_with("CARGO") && k != "CARGO_HOME") || k.starts_with("RUST") {
+                    cmd.env_remove(k);
                 }
             }
-            cmd.env("RUSTC", &tc.rustc)
-                .env("RUSTC_BOOTSTRAP", "1")
-                .env("CARGO_ENCODED_RUSTFLAGS", flags)
-                .env("PATH", path)
-                .arg("build")
-                .arg("--release")
-                .arg("--quiet")
-                .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
-                .arg("--manifest-path")
-                .arg(self.crate_dir.join("Cargo.toml"))
-                .arg("--target-dir")
-                .arg(&target_dir)
-                .args(PROFILE_FLAGS);
-            let out = cmd.output()?;
-            if !out.status.success() {
-                return Err(BuildError::Compile {
-                    sm,
-                    stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-                });
-            }
-            let built = target_dir.join(format!("nvptx64-nvidia-cuda/release/{name}.ptx"));
-            texts.push((sm, std::fs::read_to_string(&built)?));
         }
-        Ok(texts)
+        cmd.env("RUSTC", &tc.rustc)
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("CARGO_ENCODED_RUSTFLAGS", flags)
+            .env("PATH", path)
+            .arg("build")
+            .arg("--release")
+            .arg("--quiet")
+            .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
+            .arg("--manifest-path")
+            .arg(self.crate_dir.join("Cargo.toml"))
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .args(PROFILE_FLAGS);
+        let out = cmd.output()?;
+        if !out.status.success() {
+            return Err(BuildError::Compile {
+                sm,
+                stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+            });
+        }
+        let built = target_dir.join(format!("nvptx64-nvidia-cuda/release/{name}.ptx"));
+        Ok(std::fs::read_to_string(&built)?)
     }
 
     /// The image's description: module, fingerprint, tools and targets.
@@ -702,11 +726,7 @@ impl PtxBuild {
         let fresh = match (archs, cubins) {
             (None, None) => self.build_code(tc, scratch)?,
             _ => {
-                let mut sub = self.clone();
-                sub.keep_cubins(|sm, from| {
-                    archs.is_none_or(|a| a.contains(&from))
-                        && cubins.is_none_or(|c| c.contains(&sm))
-                });
+                let sub = self.subset(archs, cubins);
                 report.notes.push(format!(
                     "only the PTX targets {:?} and their cubins {:?} were rebuilt and compared",
                     sub.archs, sub.cubins
@@ -838,5 +858,52 @@ impl ImageOutput {
         let path = out_dir.join("module.rs");
         std::fs::write(&path, text)?;
         Ok(path)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The default targets, a build for the GPUs at hand, and the parts a partial check
+    /// rebuilds: the stored PTX follows the targets kept.
+    #[test]
+    fn targets_kept_by_a_dev_build_and_a_partial_check() {
+        let b = PtxBuild::new("no-such-crate");
+        if std::env::var_os("STRIDED_APPLY_DEV_CUBINS").is_some() {
+            return;
+        }
+        assert_eq!(
+            (b.archs.as_slice(), b.ptx_stored.as_slice()),
+            (&[70, 90][..], &[70][..])
+        );
+        assert_eq!(b.cubins, [(90, 90)]);
+
+        let mut dev = b.clone();
+        assert!(dev.only_cubins(&[90]));
+        assert_eq!(
+            (dev.archs.as_slice(), dev.ptx_stored.as_slice()),
+            (&[90][..], &[90][..])
+        );
+        assert!(
+            !dev.clone().only_cubins(&[80]),
+            "names no cubin: nothing changes"
+        );
+
+        let ptx70 = b.subset(Some(&[70]), None);
+        assert_eq!(
+            (ptx70.archs, ptx70.cubins, ptx70.ptx_stored),
+            (vec![70], vec![], vec![70])
+        );
+        let sm90 = b.subset(Some(&[90]), Some(&[90]));
+        assert_eq!(
+            (sm90.archs, sm90.cubins, sm90.ptx_stored),
+            (vec![90], vec![(90, 90)], vec![])
+        );
+        let all = b.subset(None, None);
+        assert_eq!(
+            (all.archs, all.cubins, all.ptx_stored),
+            (b.archs, b.cubins, b.ptx_stored)
+        );
     }
 }
