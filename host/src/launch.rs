@@ -295,7 +295,7 @@ pub(crate) fn tile_axes<const N: usize>(plan: &Plan<N>) -> Option<(Geometry<u32,
 /// staged input's) and the next one along that axis — is an aligned 4-byte word: the
 /// operand has unit stride on that axis, even strides on every other axis of more than
 /// one element, and a 4-byte aligned address at the origin.
-fn pairs_aligned<const N: usize>(
+pub(crate) fn pairs_aligned<const N: usize>(
     g: &Geometry<u32, 5, N>,
     k: usize,
     unit_axis: usize,

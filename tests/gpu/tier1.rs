@@ -123,8 +123,9 @@ fn values<T: Elem>(n: usize, seed: u64, from: impl Fn(f64) -> T) -> Vec<T> {
 }
 
 /// The layout classes over an output of `rows × cols`: dense; a row, a column and a full
-/// input; a step-2 slice; a transposed input (tier 0's tiled kernels keep it); a 3-D
-/// permutation.
+/// input; a step-2 slice; a transposed input (the tiled shape: paired for 2-byte types);
+/// the same one element off a 4-byte boundary (tiles of single elements); a batch of two
+/// transposed inputs against a reversed one; a 3-D permutation.
 fn layouts<T: Elem>(
     rows: usize,
     cols: usize,
@@ -177,11 +178,43 @@ fn layouts<T: Elem>(
             .transpose(0, 1)
             .map_err(e)?,
     };
+    v.push(("transposed", vec![full(11), t, full(12)], out.clone(), true));
+    // The transposed input starting one element into its buffer: for 2-byte types its
+    // pairs are not aligned words.
+    let t_off = Input {
+        host: values(rows * cols + 1, 16, from),
+        layout: Layout::new(&[cols, rows], &[rows as isize, 1], 1)
+            .map_err(e)?
+            .transpose(0, 1)
+            .map_err(e)?,
+    };
     v.push((
-        "transposed",
-        vec![full(11), t, full(12)],
+        "transposed, one element off",
+        vec![full(17), t_off, full(18)],
         out.clone(),
-        false,
+        true,
+    ));
+    // [2, rows, cols]: two inputs transposed in their last two axes, one reversed along
+    // the batch axis.
+    let out_b = Layout::contiguous(&[2, rows, cols]).map_err(e)?;
+    let tb = |seed| -> Result<Input<T>, String> {
+        Ok(Input {
+            host: values(2 * rows * cols, seed, from),
+            layout: Layout::contiguous(&[2, cols, rows])
+                .map_err(e)?
+                .transpose(1, 2)
+                .map_err(e)?,
+        })
+    };
+    let rev = Input {
+        host: values(2 * rows * cols, 19, from),
+        layout: out_b.flip(0).map_err(e)?,
+    };
+    v.push((
+        "batched transposed",
+        vec![tb(20)?, rev, tb(21)?],
+        out_b,
+        true,
     ));
     // 3-D: [4, rows/4, cols] with the two outer axes swapped (no unit-stride disagreement).
     if rows.is_multiple_of(4) {

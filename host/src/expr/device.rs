@@ -614,8 +614,7 @@ pub(crate) unsafe fn launch_program<const N: usize>(
     let mut later = super::tier1::Deferred::default();
     if plan.variant != Variant::Dn64 && plan.numel <= i32::MAX as u64 {
         // SAFETY: forwarded.
-        let tiled = || tiled_geometry(p, plan).is_some();
-        if unsafe { super::tier1::launch(gpu, stream, p, plan, ptrs, sizes, tiled, &mut later)? } {
+        if unsafe { super::tier1::launch(gpu, stream, p, plan, ptrs, sizes, &mut later)? } {
             return Ok(());
         }
     }
@@ -654,8 +653,7 @@ pub(crate) unsafe fn launch_program<const N: usize>(
             q[k] = ptrs[k].wrapping_add_signed(off[k] * sizes[k] as i64);
         }
         // SAFETY (both): as above, for the piece's part of every operand.
-        let tiled = || tiled_geometry(p, &piece).is_some();
-        if unsafe { super::tier1::launch(gpu, stream, p, &piece, q, sizes, tiled, &mut later)? } {
+        if unsafe { super::tier1::launch(gpu, stream, p, &piece, q, sizes, &mut later)? } {
             continue;
         }
         unsafe { scalar(gpu, stream, p, &piece, q, sizes)? };

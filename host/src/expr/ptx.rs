@@ -30,6 +30,30 @@ pub(crate) enum Shape {
     Vector { lanes: u8, bcast: u16, rows: bool },
     /// One element per thread and step, `rank` collapsed dimensions of any strides.
     Strided { rank: u8 },
+    /// One block of 32 × 8 threads per tile of [`tile_side`] × [`tile_side`] elements of
+    /// axes 0 × 1 (`launch::tile_axes`: the output's unit-stride axis and a staged input's;
+    /// three batch axes): the inputs of `staged` (bit `k`: operand `k`) are read along axis
+    /// 1 into shared memory, the tile computed and stored along axis 0. `pair`: every
+    /// operand has 2-byte elements and a full tile moves aligned pairs (two elements per
+    /// 4-byte access, 2 × 2 blocks turned in registers): the staged inputs along axis 1,
+    /// the output and the inputs of `words` along axis 0; otherwise one element per access.
+    Tiled { pair: bool, staged: u16, words: u16 },
+}
+
+/// The divisions a tiled kernel takes, in order: a block's tile index by the tiles along
+/// axes 0 and 1, then by the sizes of batch axes 2 and 3 (what is left is axis 4's index).
+pub(crate) const TILED_DIVS: [&str; 4] = ["tx", "ty", "b2", "b3"];
+
+/// Threads of a tiled block: 32 along axis 0 (the output's), 8 along axis 1.
+pub(crate) const TILE_THREADS: (u32, u32) = (32, 8);
+
+/// Elements of a tile's side: 32, 64 for paired tiles.
+pub(crate) fn tile_side(pair: bool) -> u32 {
+    if pair {
+        64
+    } else {
+        32
+    }
 }
 
 /// Whether tier 1 compiles `p`: every value of a float math type or bool, every op one the
@@ -151,6 +175,12 @@ struct Gen {
     r: usize,
     rd: usize,
     h: usize,
+    /// Labels taken.
+    l: usize,
+    /// The target's SM version.
+    sm: u32,
+    /// The library's text (its functions, as `module` takes it).
+    lib: String,
 }
 
 macro_rules! emit {
@@ -183,6 +213,10 @@ impl Gen {
     fn h(&mut self) -> String {
         self.h += 1;
         format!("%h{}", self.h)
+    }
+    fn label(&mut self) -> String {
+        self.l += 1;
+        format!("L{}", self.l)
     }
     /// A fresh register of float type `ft`.
     fn fl(&mut self, ft: &Ft) -> String {
@@ -246,10 +280,22 @@ impl Gen {
         V::P(p)
     }
 
-    /// A call of the library's device function `name` on `x` and `y`.
+    /// The library's device function `name` on `x` and `y`: its body in place where it is
+    /// straight-line code ([`leaf`]: the same instructions, so the same bits, without the
+    /// call's register traffic), else a call.
     fn call(&mut self, ft: &Ft, name: &str, x: &str, y: &str) -> String {
         let (t, b) = (ft.t, if ft.f64 { "b64" } else { "b32" });
         let out = self.fl(ft);
+        if let Some(body) = leaf(&self.lib, name) {
+            let body = body
+                .replace(&format!("[{name}_param_0]"), x)
+                .replace(&format!("[{name}_param_1]"), y)
+                .replace("[func_retval0]", &out);
+            emit!(self, "{{");
+            self.s.push_str(&body);
+            emit!(self, "}}");
+            return out;
+        }
         emit!(self, "{{");
         emit!(self, ".param .{b} t1a; .param .{b} t1b; .param .{b} t1r;");
         emit!(self, "st.param.{t} [t1a], {x};");
@@ -273,6 +319,8 @@ impl Gen {
         emit!(self, "setp.nan.f32 {nan}, {x}, {x};");
         if e == ElemType::F16 {
             emit!(self, "cvt.rn.f16.f32 {h}, {x};");
+        } else if self.sm >= 80 {
+            emit!(self, "cvt.rn.bf16.f32 {h}, {x};");
         } else {
             // Round to nearest even on the bits (`cvt.rn.bf16.f32`'s result for every
             // non-NaN value, on every architecture).
@@ -308,6 +356,16 @@ fn ft_of(class: Class) -> &'static Ft {
         &F64T
     } else {
         &F32T
+    }
+}
+
+/// The PTX type of an element type's raw bits in loads and stores.
+fn raw_ty(e: ElemType) -> &'static str {
+    match e {
+        ElemType::F32 => "f32",
+        ElemType::F64 => "f64",
+        ElemType::F16 | ElemType::BF16 => "b16",
+        _ => "u8",
     }
 }
 
@@ -534,35 +592,64 @@ impl Gen {
         }
     }
 
-    /// Loads element `idx` (a register of 32-bit element offsets, or `None` for
-    /// lanes `lanes` of a vector at `addr`) of an input of element type `e`.
-    fn load(&mut self, e: ElemType, addr: &str, lanes: usize) -> Vec<V> {
-        let n = lanes.max(1);
+    /// A fresh register for the raw bits of an element of type `e` (as loaded).
+    fn raw_reg(&mut self, e: ElemType) -> String {
         match e {
-            ElemType::F32 | ElemType::F64 => {
-                let ft = if e == ElemType::F64 { &F64T } else { &F32T };
-                let regs: Vec<String> = (0..n).map(|_| self.fl(ft)).collect();
-                self.vector_access("ld", ft.t, e.size(), addr, &regs);
-                regs.into_iter().map(|r| Gen::val(ft, r)).collect()
-            }
-            ElemType::F16 | ElemType::BF16 => {
-                let hs: Vec<String> = (0..n).map(|_| self.h()).collect();
-                self.vector_access("ld", "b16", 2, addr, &hs);
-                hs.iter().map(|h| V::F(self.widen16(h, e))).collect()
-            }
-            _ => {
-                // bool: a byte, nonzero true.
-                let hs: Vec<String> = (0..n).map(|_| self.h()).collect();
-                self.vector_access("ld", "u8", 1, addr, &hs);
-                hs.iter()
-                    .map(|h| self.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {h}, 0;")))
-                    .collect()
-            }
+            ElemType::F32 => self.f(),
+            ElemType::F64 => self.d(),
+            _ => self.h(),
         }
     }
 
-    /// `ld` or `st` of `regs` (one per lane) at `addr`, as vectors of at most 16 bytes.
+    /// Sets raw register `r` of type `e` to zero bits.
+    fn zero_raw(&mut self, e: ElemType, r: &str) {
+        let zero = match e {
+            ElemType::F32 => "0f00000000",
+            ElemType::F64 => "0d0000000000000000",
+            _ => "0",
+        };
+        emit!(self, "mov.{} {r}, {zero};", raw_ty(e).replace("u8", "b16"));
+    }
+
+    /// The value of raw bits `r` of an element of type `e` (16-bit floats widened to `f32`
+    /// exactly, a bool byte nonzero true).
+    fn widen(&mut self, e: ElemType, r: &str) -> V {
+        match e {
+            ElemType::F32 => V::F(r.to_string()),
+            ElemType::F64 => V::D(r.to_string()),
+            ElemType::F16 | ElemType::BF16 => V::F(self.widen16(r, e)),
+            _ => self.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {r}, 0;")),
+        }
+    }
+
+    /// Loads `lanes` consecutive elements of an input of element type `e` at global
+    /// address `addr` (one vector access per 16 bytes): their values.
+    fn load(&mut self, e: ElemType, addr: &str, lanes: usize) -> Vec<V> {
+        let regs: Vec<String> = (0..lanes.max(1)).map(|_| self.raw_reg(e)).collect();
+        self.vector_access("ld.global", raw_ty(e), e.size(), addr, &regs);
+        regs.iter().map(|r| self.widen(e, r)).collect()
+    }
+
+    /// `what` (`ld.global`, `st.shared`, …) of `regs` (one per lane) at `addr`, as vectors
+    /// of at most 16 bytes; an even number of 2-byte lanes as 4-byte words (`.v4.b32`: 16
+    /// bytes per access, split and joined with `mov`).
     fn vector_access(&mut self, what: &str, ty: &str, size: usize, addr: &str, regs: &[String]) {
+        if ty == "b16" && regs.len() >= 2 && regs.len().is_multiple_of(2) {
+            let words: Vec<String> = (0..regs.len() / 2).map(|_| self.r()).collect();
+            let load = what.starts_with("ld");
+            if !load {
+                for (w, pair) in words.iter().zip(regs.chunks(2)) {
+                    emit!(self, "mov.b32 {w}, {{{}, {}}};", pair[0], pair[1]);
+                }
+            }
+            self.vector_access(what, "b32", 4, addr, &words);
+            if load {
+                for (w, pair) in words.iter().zip(regs.chunks(2)) {
+                    emit!(self, "mov.b32 {{{}, {}}}, {w};", pair[0], pair[1]);
+                }
+            }
+            return;
+        }
         let per = (16 / size).min(regs.len()).clamp(1, 4);
         for (c, chunk) in regs.chunks(per).enumerate() {
             let off = c * per * size;
@@ -576,10 +663,10 @@ impl Gen {
             } else {
                 format!("{{{list}}}")
             };
-            if what == "ld" {
-                emit!(self, "ld.global{v}.{ty} {operand}, [{addr}+{off}];");
+            if what.starts_with("ld") {
+                emit!(self, "{what}{v}.{ty} {operand}, [{addr}+{off}];");
             } else {
-                emit!(self, "st.global{v}.{ty} [{addr}+{off}], {operand};");
+                emit!(self, "{what}{v}.{ty} [{addr}+{off}], {operand};");
             }
         }
     }
@@ -591,7 +678,7 @@ impl Gen {
             ElemType::F32 | ElemType::F64 => {
                 let ft = if e == ElemType::F64 { &F64T } else { &F32T };
                 let regs: Vec<String> = vals.iter().map(|v| self.float_of(v, ft)).collect();
-                self.vector_access("st", ft.t, e.size(), addr, &regs);
+                self.vector_access("st.global", ft.t, e.size(), addr, &regs);
             }
             ElemType::F16 | ElemType::BF16 => {
                 let regs: Vec<String> = vals
@@ -601,7 +688,7 @@ impl Gen {
                         self.bits16(&f, e)
                     })
                     .collect();
-                self.vector_access("st", "b16", 2, addr, &regs);
+                self.vector_access("st.global", "b16", 2, addr, &regs);
             }
             _ => {
                 let regs: Vec<String> = vals
@@ -623,7 +710,7 @@ impl Gen {
                         h
                     })
                     .collect();
-                self.vector_access("st", "u8", 1, addr, &regs);
+                self.vector_access("st.global", "u8", 1, addr, &regs);
             }
         }
     }
@@ -649,9 +736,18 @@ impl Gen {
 ///   the last vector), `rows`: the division by vectors per row (`d`, `magic`, `shift`,
 ///   `.u32` each) and each operand's row stride in elements (`.s32`);
 /// - `Strided { rank }`: `n` (`.u32`), the divisions by dimensions `0..rank-1` (`d`,
-///   `magic`, `shift` each), each operand's strides (`.s32`, dimension 0 first).
+///   `magic`, `shift` each), each operand's strides (`.s32`, dimension 0 first);
+/// - `Tiled`: `n` (`.u32`, tiles: the grid), the divisions of [`TILED_DIVS`] (`d`, `magic`,
+///   `shift` each: tiles along axes 0 and 1, batch axes 2 and 3), the sizes of axes 0 and 1
+///   (`.u32`), each operand's strides of axes 0–4 (`.s32`).
 pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
-    let mut g = Gen::default();
+    let mut g = Gen {
+        sm,
+        lib: lib.to_string(),
+        ..Gen::default()
+    };
+    // Bytes of the tiled shape's stages.
+    let mut shared = 0;
     let ops = 1 + p.n_inputs as usize;
     let sizes: Vec<usize> = (0..ops)
         .map(|k| elem(if k == 0 { p.out } else { p.inputs[k - 1] }).size())
@@ -673,6 +769,15 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             }
             for k in 0..ops {
                 params.extend((0..rank).map(|d| format!(".param .s32 st{k}_{d}")));
+            }
+        }
+        Shape::Tiled { .. } => {
+            for d in TILED_DIVS {
+                params.extend(["d", "magic", "shift"].map(|s| format!(".param .u32 {d}_{s}")));
+            }
+            params.extend(["n0", "n1"].map(|s| format!(".param .u32 {s}")));
+            for k in 0..ops {
+                params.extend((0..5).map(|d| format!(".param .s32 st{k}_{d}")));
             }
         }
     }
@@ -882,11 +987,21 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             emit!(g, "add.u32 {i}, {i}, {step};");
             emit!(g, "bra LOOP;");
         }
+        Shape::Tiled {
+            pair,
+            staged,
+            words,
+        } => {
+            shared = tiled(&mut g, p, &consts, &base, pair, staged, words, &sizes);
+        }
     }
     emit!(g, "DONE:");
     emit!(g, "ret;");
 
     let mut text = format!(".version 7.8\n.target sm_{sm}\n.address_size 64\n\n{lib}\n");
+    if shared > 0 {
+        let _ = writeln!(text, ".shared .align 8 .b8 {STAGE}[{shared}];\n");
+    }
     let _ = writeln!(
         text,
         ".visible .entry {KERNEL}(\n\t{}\n)\n{{",
@@ -907,6 +1022,383 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
     text.push_str(&g.s);
     text.push_str("}\n");
     text
+}
+
+/// The body of library function `name` as code to paste in place of a call, where it is
+/// straight-line: no branch, label, call or memory but its parameters (`ld.param` of
+/// `[name_param_0]` and `[name_param_1]`) and its result (`st.param` of `[func_retval0]`),
+/// `ret` last. Its registers are renamed (`%r5` → `%ir5`, declared in the pasted scope),
+/// its parameter loads and result store become `mov`s: the caller replaces the bracketed
+/// parameter and result names with registers. `None` otherwise.
+fn leaf(lib: &str, name: &str) -> Option<String> {
+    // The definition: `name(` … `)` then `{`, the body to the matching `}`.
+    let mut from = 0;
+    let body = loop {
+        let at = from + lib[from..].find(name)?;
+        from = at + name.len();
+        let rest = lib[from..].trim_start();
+        let Some(params) = rest.strip_prefix('(') else {
+            continue;
+        };
+        let after = params[params.find(')')? + 1..].trim_start();
+        if let Some(b) = after.strip_prefix('{') {
+            break &b[..b.find('}')?];
+        }
+    };
+    if body.contains('{') {
+        return None;
+    }
+    let lines: Vec<&str> = body
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("//"))
+        .collect();
+    let (last, code) = lines.split_last()?;
+    if *last != "ret;" {
+        return None;
+    }
+    let rename = |l: &str| l.replace('%', "%i");
+    let mut out = String::new();
+    for l in code {
+        let word = l.split_whitespace().next().unwrap_or("");
+        let op = word.split('.').next().unwrap_or("");
+        let (param, result) = (l.contains("_param_"), l.contains("func_retval0"));
+        let memory = [
+            "ld", "st", "ldu", "atom", "red", "call", "bra", "ret", "cvta", "prefetch",
+        ];
+        if l.starts_with(".reg") {
+            let _ = writeln!(out, "{}", rename(l));
+        } else if op == "ld" && word.starts_with("ld.param.") && param {
+            // `ld.param.T %r3, [name_param_0];` → `mov.T %ir3, [name_param_0];`
+            let _ = writeln!(
+                out,
+                "mov.{} {}",
+                &word["ld.param.".len()..],
+                rename(&l[word.len()..]).trim()
+            );
+        } else if op == "st" && word.starts_with("st.param.") && result {
+            // `st.param.T [func_retval0], %r17;` → `mov.T [func_retval0], %ir17;`
+            let _ = writeln!(
+                out,
+                "mov.{} {}",
+                &word["st.param.".len()..],
+                rename(&l[word.len()..]).trim()
+            );
+        } else if l.starts_with('.')
+            || l.ends_with(':')
+            || l.starts_with('@') && l.contains("bra")
+            || memory.contains(&op)
+            || param
+            || result
+            || l.contains("__")
+            || l.contains('$')
+        {
+            return None;
+        } else {
+            let _ = writeln!(out, "{}", rename(l));
+        }
+    }
+    Some(out)
+}
+
+/// The shared array of the tiled shape's stages.
+const STAGE: &str = "sa_stage";
+
+/// The tiled shape's body ([`Shape::Tiled`], parameters as [`module`] lists them): `consts`
+/// the constants' registers, `base` the operands' global addresses, `sizes` their element
+/// sizes. Returns the bytes of its stages (static shared memory).
+#[allow(clippy::too_many_arguments)]
+fn tiled(
+    g: &mut Gen,
+    p: &Program,
+    consts: &[Option<V>],
+    base: &[String],
+    pair: bool,
+    staged: u16,
+    words: u16,
+    sizes: &[usize],
+) -> u32 {
+    let ops = base.len();
+    let pf = if pair { 2u32 } else { 1 };
+    let side = tile_side(pair);
+    // Elements per stage row: a padding column keeps the turned reads off one bank.
+    let pitch = side + pf;
+    let th = TILE_THREADS.1;
+    // Stage rows per thread, and column blocks (of `pf` columns) per thread.
+    let (rows, blocks) = (side / th, side / (th * pf));
+    let elem_k = |k: usize| elem(if k == 0 { p.out } else { p.inputs[k - 1] });
+    let is_staged = |k: usize| k > 0 && staged >> k & 1 != 0;
+    let mut stage_at = vec![0u32; ops];
+    let mut bytes = 0u32;
+    for k in (1..ops).filter(|&k| is_staged(k)) {
+        bytes = bytes.next_multiple_of(8);
+        stage_at[k] = bytes;
+        bytes += side * pitch * sizes[k] as u32;
+    }
+    let (tx, ty, rest) = (g.r(), g.r(), g.r());
+    emit!(g, "mov.u32 {tx}, %tid.x;");
+    emit!(g, "mov.u32 {ty}, %tid.y;");
+    emit!(g, "mov.u32 {rest}, %ctaid.x;");
+    // The tile's indices along axes 0 and 1 and its batch indices (axis 0 fastest).
+    let mut at: Vec<String> = Vec::new();
+    for d in TILED_DIVS {
+        let [dv, m, sh] = ["d", "magic", "shift"].map(|s| {
+            let r = g.r();
+            emit!(g, "ld.param.u32 {r}, [{d}_{s}];");
+            r
+        });
+        let (q, c) = (g.r(), g.r());
+        emit!(g, "mul.hi.u32 {q}, {rest}, {m};");
+        emit!(g, "add.u32 {q}, {q}, {rest};");
+        emit!(g, "shr.u32 {q}, {q}, {sh};");
+        emit!(g, "mul.lo.u32 {c}, {q}, {dv};");
+        emit!(g, "sub.u32 {c}, {rest}, {c};");
+        at.push(c);
+        emit!(g, "mov.u32 {rest}, {q};");
+    }
+    at.push(rest);
+    let (x0, y0, n0, n1) = (g.r(), g.r(), g.r(), g.r());
+    emit!(g, "mul.lo.u32 {x0}, {}, {side};", at[0]);
+    emit!(g, "mul.lo.u32 {y0}, {}, {side};", at[1]);
+    emit!(g, "ld.param.u32 {n0}, [n0];");
+    emit!(g, "ld.param.u32 {n1}, [n1];");
+    at[0] = x0.clone();
+    at[1] = y0.clone();
+    // Each operand's strides and the element offset of the tile's origin.
+    let mut st: Vec<[String; 2]> = Vec::new();
+    let mut origin: Vec<String> = Vec::new();
+    for k in 0..ops {
+        let o = g.r();
+        emit!(g, "mov.u32 {o}, 0;");
+        let mut s01 = [String::new(), String::new()];
+        for (d, c) in at.iter().enumerate() {
+            let s = g.r();
+            emit!(g, "ld.param.s32 {s}, [st{k}_{d}];");
+            emit!(g, "mad.lo.s32 {o}, {c}, {s}, {o};");
+            if d < 2 {
+                s01[d] = s;
+            }
+        }
+        st.push(s01);
+        origin.push(o);
+    }
+    let (full, t) = (g.p(), g.r());
+    emit!(g, "add.u32 {t}, {x0}, {side};");
+    emit!(g, "setp.le.u32 {full}, {t}, {n0};");
+    emit!(g, "add.u32 {t}, {y0}, {side};");
+    emit!(g, "setp.le.and.u32 {full}, {t}, {n1}, {full};");
+    // Tile-local coordinate `c + step * m` (a thread index scaled and shifted).
+    let coord = |g: &mut Gen, c: &str, scale: u32, add: u32| {
+        let r = g.r();
+        emit!(g, "mad.lo.u32 {r}, {c}, {scale}, {add};");
+        r
+    };
+    // Global address of operand `k`'s element at tile-local `(i, j)`.
+    let addr = |g: &mut Gen, k: usize, i: &str, j: &str| {
+        let (o, a) = (g.r(), g.rd());
+        emit!(g, "mad.lo.s32 {o}, {i}, {}, {};", st[k][0], origin[k]);
+        emit!(g, "mad.lo.s32 {o}, {j}, {}, {o};", st[k][1]);
+        emit!(g, "mul.wide.s32 {a}, {o}, {};", sizes[k]);
+        emit!(g, "add.s64 {a}, {a}, {};", base[k]);
+        a
+    };
+    // Whether tile-local `(i, j)` lies inside the plan.
+    let inside = |g: &mut Gen, i: &str, j: &str| {
+        let (p, gi, gj) = (g.p(), g.r(), g.r());
+        emit!(g, "add.u32 {gi}, {x0}, {i};");
+        emit!(g, "add.u32 {gj}, {y0}, {j};");
+        emit!(g, "setp.lt.u32 {p}, {gi}, {n0};");
+        emit!(g, "setp.lt.and.u32 {p}, {gj}, {n1}, {p};");
+        p
+    };
+    let sbase = g.r();
+    emit!(g, "mov.u32 {sbase}, {STAGE};");
+    // Shared address of stage `k`'s element `(i, j)`.
+    let saddr = |g: &mut Gen, k: usize, i: &str, j: &str| {
+        let a = g.r();
+        emit!(g, "mad.lo.u32 {a}, {i}, {pitch}, {j};");
+        emit!(g, "mad.lo.u32 {a}, {a}, {}, {sbase};", sizes[k]);
+        emit!(g, "add.u32 {a}, {a}, {};", stage_at[k]);
+        a
+    };
+    // A full or a partial tile: `full_part(full code, partial code)`, both writing the same
+    // registers.
+    let branch = |g: &mut Gen, fast: &mut dyn FnMut(&mut Gen), slow: &mut dyn FnMut(&mut Gen)| {
+        let (part, join) = (g.label(), g.label());
+        emit!(g, "@!{full} bra {part};");
+        fast(g);
+        emit!(g, "bra.uni {join};");
+        emit!(g, "{part}:");
+        slow(g);
+        emit!(g, "{join}:");
+    };
+
+    // Stage: thread (tx, ty) reads elements (ty + 8r, pf·tx + e) of each staged input,
+    // consecutive threads along axis 1.
+    let stage_ks: Vec<usize> = (1..ops).filter(|&k| is_staged(k)).collect();
+    let coords: Vec<(String, String)> = (0..rows)
+        .map(|r| (coord(g, &ty, 1, th * r), coord(g, &tx, pf, 0)))
+        .collect();
+    let raw: Vec<Vec<Vec<String>>> = stage_ks
+        .iter()
+        .map(|&k| {
+            (0..rows)
+                .map(|_| (0..pf).map(|_| g.raw_reg(elem_k(k))).collect())
+                .collect()
+        })
+        .collect();
+    branch(
+        g,
+        &mut |g| {
+            for (s, &k) in stage_ks.iter().enumerate() {
+                let e = elem_k(k);
+                for (r, (i, j)) in coords.iter().enumerate() {
+                    let a = addr(g, k, i, j);
+                    g.vector_access("ld.global", raw_ty(e), e.size(), &a, &raw[s][r]);
+                }
+            }
+        },
+        &mut |g| {
+            for (s, &k) in stage_ks.iter().enumerate() {
+                let e = elem_k(k);
+                for (r, (i, j)) in coords.iter().enumerate() {
+                    for (c, reg) in raw[s][r].iter().enumerate() {
+                        let jc = coord(g, j, 1, c as u32);
+                        g.zero_raw(e, reg);
+                        let live = inside(g, i, &jc);
+                        let a = addr(g, k, i, &jc);
+                        emit!(g, "@{live} ld.global.{} {reg}, [{a}];", raw_ty(e));
+                    }
+                }
+            }
+        },
+    );
+    for (s, &k) in stage_ks.iter().enumerate() {
+        let e = elem_k(k);
+        for (r, (i, j)) in coords.iter().enumerate() {
+            let a = saddr(g, k, i, j);
+            g.vector_access("st.shared", raw_ty(e), e.size(), &a, &raw[s][r]);
+        }
+    }
+    emit!(g, "bar.sync 0;");
+
+    // Compute: thread (tx, ty) takes rows pf·tx + a and columns pf·(ty + 8r) + c,
+    // consecutive threads along axis 0. Element index: (r, c, a).
+    let n_el = (blocks * pf * pf) as usize;
+    let el = |r: u32, c: u32, a: u32| ((r * pf + c) * pf + a) as usize;
+    let rows_of: Vec<String> = (0..pf).map(|a| coord(g, &tx, pf, a)).collect();
+    let cols_of: Vec<Vec<String>> = (0..blocks)
+        .map(|r| {
+            (0..pf)
+                .map(|c| coord(g, &ty, pf, pf * th * r + c))
+                .collect()
+        })
+        .collect();
+    let mut raws: Vec<Vec<String>> = vec![Vec::new(); ops];
+    for k in 1..ops {
+        raws[k] = (0..n_el).map(|_| g.raw_reg(elem_k(k))).collect();
+    }
+    let paired = |k: usize| pair && (k == 0 || words >> k & 1 != 0);
+    branch(
+        g,
+        &mut |g| {
+            for k in (1..ops).filter(|&k| !is_staged(k)) {
+                let e = elem_k(k);
+                for r in 0..blocks {
+                    for c in 0..pf {
+                        let j = &cols_of[r as usize][c as usize];
+                        if paired(k) {
+                            let regs: Vec<String> =
+                                (0..pf).map(|a| raws[k][el(r, c, a)].clone()).collect();
+                            let ad = addr(g, k, &rows_of[0], j);
+                            g.vector_access("ld.global", raw_ty(e), e.size(), &ad, &regs);
+                        } else {
+                            for a in 0..pf {
+                                let ad = addr(g, k, &rows_of[a as usize], j);
+                                let reg = &raws[k][el(r, c, a)];
+                                emit!(g, "ld.global.{} {reg}, [{ad}];", raw_ty(e));
+                            }
+                        }
+                    }
+                }
+            }
+        },
+        &mut |g| {
+            for k in (1..ops).filter(|&k| !is_staged(k)) {
+                let e = elem_k(k);
+                for r in 0..blocks {
+                    for c in 0..pf {
+                        for a in 0..pf {
+                            let (i, j) = (&rows_of[a as usize], &cols_of[r as usize][c as usize]);
+                            let reg = &raws[k][el(r, c, a)];
+                            g.zero_raw(e, reg);
+                            let live = inside(g, i, j);
+                            let ad = addr(g, k, i, j);
+                            emit!(g, "@{live} ld.global.{} {reg}, [{ad}];", raw_ty(e));
+                        }
+                    }
+                }
+            }
+        },
+    );
+    // The staged inputs from their stages: row pf·tx + a, columns pf·cb .. + pf.
+    for &k in &stage_ks {
+        let e = elem_k(k);
+        for r in 0..blocks {
+            for a in 0..pf {
+                let regs: Vec<String> = (0..pf).map(|c| raws[k][el(r, c, a)].clone()).collect();
+                let sa = saddr(g, k, &rows_of[a as usize], &cols_of[r as usize][0]);
+                g.vector_access("ld.shared", raw_ty(e), e.size(), &sa, &regs);
+            }
+        }
+    }
+    let results: Vec<V> = (0..n_el)
+        .map(|x| {
+            let lane: Vec<V> = (1..ops)
+                .map(|k| {
+                    let reg = raws[k][x].clone();
+                    g.widen(elem_k(k), &reg)
+                })
+                .collect();
+            g.program(p, &lane, consts)
+        })
+        .collect();
+    branch(
+        g,
+        &mut |g| {
+            for r in 0..blocks {
+                for c in 0..pf {
+                    let j = &cols_of[r as usize][c as usize];
+                    if paired(0) {
+                        let vals: Vec<V> = (0..pf).map(|a| results[el(r, c, a)].clone()).collect();
+                        let ad = addr(g, 0, &rows_of[0], j);
+                        g.store(p, &vals, &ad);
+                    } else {
+                        for a in 0..pf {
+                            let ad = addr(g, 0, &rows_of[a as usize], j);
+                            g.store(p, &[results[el(r, c, a)].clone()], &ad);
+                        }
+                    }
+                }
+            }
+        },
+        &mut |g| {
+            for r in 0..blocks {
+                for c in 0..pf {
+                    for a in 0..pf {
+                        let (i, j) = (&rows_of[a as usize], &cols_of[r as usize][c as usize]);
+                        let live = inside(g, i, j);
+                        let skip = g.label();
+                        emit!(g, "@!{live} bra {skip};");
+                        let ad = addr(g, 0, i, j);
+                        g.store(p, &[results[el(r, c, a)].clone()], &ad);
+                        emit!(g, "{skip}:");
+                    }
+                }
+            }
+        },
+    );
+    bytes
 }
 
 /// Whether `p` calls the library (a float function the generator does not write).
@@ -958,6 +1450,47 @@ mod tests {
             .to_string()
     }
 
+    /// The straight-line float functions are pasted in place of their calls (the
+    /// ptxas test compiles them, the GPU tests compare their bits with the interpreter's);
+    /// those with branches or tables stay calls.
+    #[test]
+    fn straight_line_functions_are_pasted_in() {
+        let lib = lib();
+        for name in [
+            "t1_exp_f32",
+            "t1_tanh_f32",
+            "t1_sigmoid_f32",
+            "t1_log1p_f32",
+        ] {
+            let body = leaf(&lib, name).unwrap_or_else(|| panic!("{name} is not pasted in"));
+            assert!(body.contains(&format!("[{name}_param_0]")), "{body}");
+            assert!(
+                body.contains("[func_retval0]") && !body.contains("ret;"),
+                "{body}"
+            );
+        }
+        for name in ["t1_sin_f32", "t1_pow_f32", "t1_exp_f64"] {
+            assert!(leaf(&lib, name).is_none(), "{name}");
+        }
+        let e =
+            Expr::parse("(tanh((a * a * a * 0.044715 + a) * 0.7978845608028654) + 1) * (a * 0.5)")
+                .expect("parses");
+        let c = e
+            .compile(&[("a", Arg::Tensor(BF16))], None)
+            .expect("compiles");
+        let p = *c.program();
+        let lib = crate::expr::tier1::lib_for(&p, &lib);
+        let shape = Shape::Vector {
+            lanes: 8,
+            bcast: 0,
+            rows: false,
+        };
+        let text = module(&p, shape, 90, &lib);
+        assert!(!text.contains("call.uni"), "{text}");
+        assert!(text.contains("cvt.rn.bf16.f32"), "{text}");
+        assert!(!module(&p, shape, 70, &lib).contains("cvt.rn.bf16.f32"));
+    }
+
     fn check(dir: &std::path::Path, name: &str, text: &str, sm: u32) {
         let ptx = dir.join(format!("{name}.ptx"));
         std::fs::write(&ptx, text).expect("writes");
@@ -1006,6 +1539,16 @@ mod tests {
             },
             Shape::Strided { rank: 1 },
             Shape::Strided { rank: 3 },
+            Shape::Tiled {
+                pair: false,
+                staged: 0b1010,
+                words: 0,
+            },
+            Shape::Tiled {
+                pair: true,
+                staged: 0b0010,
+                words: 0b1100,
+            },
         ];
         let mut jobs = Vec::new();
         for (x, text) in EXPRS.iter().enumerate() {

@@ -320,6 +320,12 @@ fn cache_file(text: &str, job: &Job) -> Option<std::path::PathBuf> {
         &job.cc.1.to_le_bytes(),
         &driver_version().to_le_bytes(),
     ];
+    Some(dir.join(format!("{}.cubin", hash128(&parts))))
+}
+
+/// A 128-bit hash of `parts` (two FNV-1a passes of different seeds, each part ended by a
+/// byte no UTF-8 text holds), as 32 hex digits.
+fn hash128(parts: &[&[u8]]) -> String {
     let hash = |seed: u64| {
         parts.iter().fold(seed, |h, p| {
             p.iter().chain(&[0xffu8]).fold(h, |h, &b| {
@@ -327,12 +333,11 @@ fn cache_file(text: &str, job: &Job) -> Option<std::path::PathBuf> {
             })
         })
     };
-    let name = format!(
-        "{:016x}{:016x}.cubin",
+    format!(
+        "{:016x}{:016x}",
         hash(0xcbf2_9ce4_8422_2325),
         hash(0x6c62_272e_07bb_0142)
-    );
-    Some(dir.join(name))
+    )
 }
 
 /// Where compiled expressions' cubins are kept: `STRIDED_APPLY_EXPR_CACHE` (a folder, or
@@ -504,6 +509,15 @@ fn compile(
     if let Some(path) = path {
         store(path, &cubin);
     }
+    // `STRIDED_APPLY_EXPR_DUMP=DIR`: each compiled kernel's PTX and cubin, for reading
+    // the generated code (`cuobjdump -sass`); best effort.
+    if let Some(dir) = std::env::var_os("STRIDED_APPLY_EXPR_DUMP") {
+        let name = hash128(&[text.as_bytes()]);
+        let dir = std::path::Path::new(&dir);
+        let _ = std::fs::create_dir_all(dir);
+        let _ = std::fs::write(dir.join(format!("{name}.ptx")), &text);
+        let _ = std::fs::write(dir.join(format!("{name}.cubin")), &cubin);
+    }
     job.ctx
         .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
         .map_err(|e| format!("loading the compiled expression failed: {e}"))?
@@ -673,10 +687,9 @@ fn div_params(v: &mut Vec<u64>, d: u64) -> Option<()> {
 }
 
 /// Tier 1's launch of `p` over a 32-bit `plan` (not `Dn64`), where tier 1 runs it: whether
-/// it launched. `tiled`: whether tier 0 runs the plan on its tiled kernels (then it stays
-/// there). A compile to start in the background goes into `later`, which the caller drops
-/// once it has launched the interpreter. Plans that tier 0 runs on its tiled kernels (an input transposed against the
-/// output) stay there.
+/// it launched. A plan with an input transposed against the output (`launch::tile_axes`)
+/// runs on the tiled shape. A compile to start in the background goes into `later`, which
+/// the caller drops once it has launched the interpreter.
 ///
 /// # Safety
 /// As `device::launch_program`: `ptrs[k]` is operand `k`'s element at the plan's base, in
@@ -690,11 +703,10 @@ pub(crate) unsafe fn launch<const N: usize>(
     plan: &Plan<N>,
     ptrs: [u64; N],
     sizes: [usize; N],
-    tiled: impl FnOnce() -> bool,
     later: &mut Deferred,
 ) -> Result<bool> {
-    // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
-    // and its tiled kernels (an input transposed against the output) keep their programs.
+    // Tier 0's one-op kernels (one op over operands of one type, specialised code already,
+    // tiled ones among them) keep their programs.
     if tier() == Tier::Interpret
         || plan.variant == Variant::Dn64
         || plan.numel == 0
@@ -702,11 +714,12 @@ pub(crate) unsafe fn launch<const N: usize>(
         || N != 1 + p.n_inputs as usize
         || strided_apply_expr::kernel::one_kernel(p).is_some()
         || !ptx::supports(p)
-        || tiled()
     {
         return Ok(false);
     }
-    let Some((shape, n, tail, extra)) = layout(plan, &ptrs, &sizes) else {
+    let Some((shape, n, tail, extra)) =
+        tiled_layout(plan, &ptrs, &sizes).or_else(|| layout(plan, &ptrs, &sizes))
+    else {
         return Ok(false);
     };
     let Some(f) = function(gpu, stream, p, shape, later)? else {
@@ -733,6 +746,12 @@ pub(crate) unsafe fn launch<const N: usize>(
         Shape::Strided { .. } => LaunchShape {
             grid: gpu.grid(n),
             block: (crate::gpu::BLOCK, 1),
+            shared_bytes: 0,
+        },
+        // One block per tile; the stages are the kernel's static shared memory.
+        Shape::Tiled { .. } => LaunchShape {
+            grid: n as u32,
+            block: ptx::TILE_THREADS,
             shared_bytes: 0,
         },
     };
@@ -773,6 +792,65 @@ fn lanes_knob() -> Option<usize> {
             .and_then(|v| v.trim().parse().ok())
             .filter(|l: &usize| matches!(l, 2 | 4 | 8 | 16))
     })
+}
+
+/// The tiled shape of a 32-bit plan with an input transposed against the output
+/// (`launch::tile_axes`) and its parameters past the constants: `(shape, tiles, 0, rest)`.
+/// Paired when every operand has 2-byte elements and the output's and staged inputs'
+/// pairs are aligned words.
+fn tiled_layout<const N: usize>(
+    plan: &Plan<N>,
+    ptrs: &[u64; N],
+    sizes: &[usize; N],
+) -> Option<(Shape, u64, u64, Vec<u64>)> {
+    let (g, staged_inputs) = crate::launch::tile_axes(plan)?;
+    // `tile_axes` marks input k as bit k - 1; the shape marks operand k as bit k.
+    let staged = (staged_inputs << 1) as u16;
+    let is_staged = |k: usize| staged >> k & 1 != 0;
+    let aligned = |k: usize, axis: usize| crate::launch::pairs_aligned(&g, k, axis, ptrs[k]);
+    let pair = sizes.iter().all(|&s| s == 2)
+        && aligned(0, 0)
+        && (1..N).filter(|&k| is_staged(k)).all(|k| aligned(k, 1));
+    let words = if pair {
+        (1..N)
+            .filter(|&k| !is_staged(k) && aligned(k, 0))
+            .fold(0u16, |m, k| m | 1 << k)
+    } else {
+        0
+    };
+    let side = ptx::tile_side(pair);
+    let size = |d: usize| if d < g.ndim as usize { g.sizes[d] } else { 1 };
+    let counts = [
+        size(0).div_ceil(side),
+        size(1).div_ceil(side),
+        size(2),
+        size(3),
+    ];
+    let tiles = counts.iter().map(|&c| c as u64).product::<u64>() * size(4) as u64;
+    // Tile indices below 2^31 (the grid, and `FastDiv`'s range).
+    if tiles == 0 || tiles > i32::MAX as u64 {
+        return None;
+    }
+    let mut extra = Vec::new();
+    for c in counts {
+        div_params(&mut extra, c as u64)?;
+    }
+    extra.extend([size(0) as u64, size(1) as u64]);
+    for k in 0..N {
+        extra.extend((0..5).map(|d| {
+            if d < g.ndim as usize {
+                g.strides[k][d] as u64
+            } else {
+                0
+            }
+        }));
+    }
+    let shape = Shape::Tiled {
+        pair,
+        staged,
+        words,
+    };
+    Some((shape, tiles, 0, extra))
 }
 
 /// The kernel shape of a 32-bit plan and its parameters past the constants: `(shape, n,
