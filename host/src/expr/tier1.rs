@@ -705,20 +705,20 @@ pub(crate) unsafe fn launch<const N: usize>(
     sizes: [usize; N],
     later: &mut Deferred,
 ) -> Result<bool> {
-    // Tier 0's one-op kernels (one op over operands of one type, specialised code already,
-    // tiled ones among them) keep their programs.
     if tier() == Tier::Interpret
         || plan.variant == Variant::Dn64
         || plan.numel == 0
         || plan.numel > i32::MAX as u64
         || N != 1 + p.n_inputs as usize
-        || strided_apply_expr::kernel::one_kernel(p).is_some()
         || !ptx::supports(p)
     {
         return Ok(false);
     }
-    let Some((shape, n, tail, extra)) =
-        tiled_layout(plan, &ptrs, &sizes).or_else(|| layout(plan, &ptrs, &sizes))
+    // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
+    // keep their programs but on tiled layouts.
+    let one_op = strided_apply_expr::kernel::one_kernel(p).is_some();
+    let Some((shape, n, tail, extra)) = tiled_layout(plan, &ptrs, &sizes)
+        .or_else(|| (!one_op).then(|| layout(plan, &ptrs, &sizes)).flatten())
     else {
         return Ok(false);
     };
