@@ -1450,6 +1450,36 @@ mod tests {
             .to_string()
     }
 
+    /// `leaf` on synthetic library text: a straight-line function's registers renamed, its
+    /// parameter loads and result store turned into `mov`s; a function with a branch, a
+    /// call, a table or a local array, or only declared, is not pasted.
+    #[test]
+    fn leaf_pastes_only_straight_line_code() {
+        let lib = ".visible .func  (.param .b32 func_retval0) f_decl\n(\n\t.param .b32 f_decl_param_0\n)\n;\n\
+            .visible .func  (.param .b32 func_retval0) f_ok(\n\t.param .b32 f_ok_param_0,\n\t.param .b32 f_ok_param_1\n)\n{\n\
+            \t.reg .b32 \t%r<4>;\n\tld.param.b32 \t%r1, [f_ok_param_0];\n\tld.param.b32 \t%r2, [f_ok_param_1];\n\
+            \tadd.rn.f32 \t%r3, %r1, %r2;\n\tst.param.b32 \t[func_retval0], %r3;\n\tret;\n}\n\
+            .visible .func  (.param .b32 func_retval0) f_branch(\n\t.param .b32 f_branch_param_0\n)\n{\n\
+            \t.reg .pred \t%p<2>;\n\t.reg .b32 \t%r<3>;\n\tld.param.b32 \t%r1, [f_branch_param_0];\n\
+            \tsetp.gt.f32 \t%p1, %r1, 0f00000000;\n\t@%p1 bra \t$L__BB0_2;\n\tneg.f32 \t%r1, %r1;\n$L__BB0_2:\n\
+            \tst.param.b32 \t[func_retval0], %r1;\n\tret;\n}\n\
+            .visible .func  (.param .b32 func_retval0) f_table(\n\t.param .b32 f_table_param_0\n)\n{\n\
+            \t.reg .b32 \t%r<3>;\n\t.reg .b64 \t%rd<2>;\n\tmov.u64 \t%rd1, __cudart_i2opi_f;\n\
+            \tld.global.nc.b32 \t%r1, [%rd1];\n\tst.param.b32 \t[func_retval0], %r1;\n\tret;\n}\n";
+        let body = leaf(lib, "f_ok").expect("straight-line");
+        assert!(body.contains(".reg .b32 \t%ir<4>;"), "{body}");
+        assert!(body.contains("mov.b32 %ir1, [f_ok_param_0];"), "{body}");
+        assert!(body.contains("add.rn.f32 \t%ir3, %ir1, %ir2;"), "{body}");
+        assert!(body.contains("mov.b32 [func_retval0], %ir3;"), "{body}");
+        assert!(
+            !body.contains("ret;") && !body.contains("ld.param"),
+            "{body}"
+        );
+        for name in ["f_branch", "f_table", "f_decl", "f_missing"] {
+            assert!(leaf(lib, name).is_none(), "{name}");
+        }
+    }
+
     /// The straight-line float functions are pasted in place of their calls (the
     /// ptxas test compiles them, the GPU tests compare their bits with the interpreter's);
     /// those with branches or tables stay calls.

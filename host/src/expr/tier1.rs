@@ -921,6 +921,55 @@ fn layout<const N: usize>(
 mod tests {
     use super::*;
 
+    /// `out = f(a, bᵀ)` over a 128 × 256 output: the tiled shape, paired for 2-byte operands
+    /// whose pairs are aligned words, element tiles otherwise; a dense plan is not tiled.
+    #[test]
+    fn transposed_plans_take_the_tiled_shape_paired_where_aligned() {
+        use crate::layout::Layout;
+        let out = Layout::contiguous(&[128, 256]).expect("layout");
+        let bt = Layout::contiguous(&[256, 128])
+            .and_then(|l| l.transpose(0, 1))
+            .expect("layout");
+        let p: Plan<3> = crate::plan::plan([&out, &out, &bt], ["out", "a", "b"]).expect("plan");
+        let tiled = |ptrs: [u64; 3], sizes: [usize; 3]| {
+            tiled_layout(&p, &ptrs, &sizes).map(|(shape, tiles, _, extra)| (shape, tiles, extra))
+        };
+        let (shape, tiles, extra) = tiled([0x1000, 0x2000, 0x3000], [2; 3]).expect("tiled");
+        let paired = Shape::Tiled {
+            pair: true,
+            staged: 0b100,
+            words: 0b010,
+        };
+        assert_eq!((shape, tiles), (paired, 4 * 2));
+        // Four divisions, the two sizes, five strides per operand.
+        assert_eq!(extra.len(), 4 * 3 + 2 + 3 * 5);
+        assert_eq!(&extra[12..14], &[256, 128]);
+        // b starting one element off a word: element tiles.
+        let (shape, tiles, _) = tiled([0x1000, 0x2000, 0x3002], [2; 3]).expect("tiled");
+        let elements = Shape::Tiled {
+            pair: false,
+            staged: 0b100,
+            words: 0,
+        };
+        assert_eq!((shape, tiles), (elements, 8 * 4));
+        // a only off a word: still paired, a read element by element.
+        let (shape, _, _) = tiled([0x1000, 0x2002, 0x3000], [2; 3]).expect("tiled");
+        assert_eq!(
+            shape,
+            Shape::Tiled {
+                pair: true,
+                staged: 0b100,
+                words: 0
+            }
+        );
+        // 4-byte operands: element tiles.
+        let (shape, _, _) = tiled([0x1000, 0x2000, 0x3000], [4; 3]).expect("tiled");
+        assert_eq!(shape, elements);
+        let dense: Plan<3> =
+            crate::plan::plan([&out, &out, &out], ["out", "a", "b"]).expect("plan");
+        assert!(tiled_layout(&dense, &[0x1000, 0x2000, 0x3000], &[4; 3]).is_none());
+    }
+
     #[test]
     fn the_tier_comes_from_the_environment_value() {
         assert_eq!(tier_from(None), Tier::Auto);
