@@ -47,6 +47,17 @@ pub(crate) const TILED_DIVS: [&str; 4] = ["tx", "ty", "b2", "b3"];
 /// Threads of a tiled block: 32 along axis 0 (the output's), 8 along axis 1.
 pub(crate) const TILE_THREADS: (u32, u32) = (32, 8);
 
+/// Bytes of static shared memory a kernel may declare: the tiled shape's stages fit it or
+/// the plan takes another shape.
+pub(crate) const STAGE_LIMIT: u32 = 48 * 1024;
+
+/// Bytes of the tiled shape's stage of an input of `size`-byte elements (padded rows, each
+/// stage 8-byte aligned).
+pub(crate) fn stage_bytes(pair: bool, size: usize) -> u32 {
+    let side = tile_side(pair);
+    (side * (side + if pair { 2 } else { 1 }) * size as u32).next_multiple_of(8)
+}
+
 /// Elements of a tile's side: 32, 64 for paired tiles.
 pub(crate) fn tile_side(pair: bool) -> u32 {
     if pair {
@@ -1131,9 +1142,8 @@ fn tiled(
     let mut stage_at = vec![0u32; ops];
     let mut bytes = 0u32;
     for k in (1..ops).filter(|&k| is_staged(k)) {
-        bytes = bytes.next_multiple_of(8);
         stage_at[k] = bytes;
-        bytes += side * pitch * sizes[k] as u32;
+        bytes += stage_bytes(pair, sizes[k]);
     }
     let (tx, ty, rest) = (g.r(), g.r(), g.r());
     emit!(g, "mov.u32 {tx}, %tid.x;");

@@ -818,6 +818,14 @@ fn tiled_layout<const N: usize>(
     } else {
         0
     };
+    // The stages are static shared memory: more than fits takes another shape.
+    let stages: u32 = (1..N)
+        .filter(|&k| is_staged(k))
+        .map(|k| ptx::stage_bytes(pair, sizes[k]))
+        .sum();
+    if stages > ptx::STAGE_LIMIT {
+        return None;
+    }
     let side = ptx::tile_side(pair);
     let size = |d: usize| if d < g.ndim as usize { g.sizes[d] } else { 1 };
     let counts = [
@@ -965,6 +973,17 @@ mod tests {
         // 4-byte operands: element tiles.
         let (shape, _, _) = tiled([0x1000, 0x2000, 0x3000], [4; 3]).expect("tiled");
         assert_eq!(shape, elements);
+        // Eight staged f64 inputs would need 66 KB of stages: another shape.
+        let p9: Plan<9> = crate::plan::plan(
+            [&out, &bt, &bt, &bt, &bt, &bt, &bt, &bt, &bt],
+            ["out", "a", "b", "c", "d", "e", "f", "g", "h"],
+        )
+        .expect("plan");
+        assert!(tiled_layout(&p9, &[0x1000; 9], &[8; 9]).is_none());
+        assert!(
+            tiled_layout(&p9, &[0x1000; 9], &[4; 9]).is_some(),
+            "33 KB fits"
+        );
         let dense: Plan<3> =
             crate::plan::plan([&out, &out, &out], ["out", "a", "b"]).expect("plan");
         assert!(tiled_layout(&dense, &[0x1000, 0x2000, 0x3000], &[4; 3]).is_none());
