@@ -225,6 +225,27 @@ impl Gen {
         self.h += 1;
         format!("%h{}", self.h)
     }
+    /// The division parameters `{prefix}_d`, `_magic`, `_shift` of a [`FastDiv`](gpu_kernels::FastDiv).
+    fn div_params(&mut self, prefix: &str) -> [String; 3] {
+        ["d", "magic", "shift"].map(|s| {
+            let r = self.r();
+            emit!(self, "ld.param.u32 {r}, [{prefix}_{s}];");
+            r
+        })
+    }
+
+    /// `x / d` and `x % d` by multiply-shift (`[d, magic, shift]` from [`Gen::div_params`]):
+    /// (quotient, remainder).
+    fn divmod(&mut self, x: &str, [d, m, s]: &[String; 3]) -> (String, String) {
+        let (hi, q, r) = (self.r(), self.r(), self.r());
+        emit!(self, "mul.hi.u32 {hi}, {x}, {m};");
+        emit!(self, "add.u32 {q}, {hi}, {x};");
+        emit!(self, "shr.u32 {q}, {q}, {s};");
+        emit!(self, "mul.lo.u32 {r}, {q}, {d};");
+        emit!(self, "sub.u32 {r}, {x}, {r};");
+        (q, r)
+    }
+
     fn label(&mut self) -> String {
         self.l += 1;
         format!("L{}", self.l)
@@ -875,15 +896,8 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             emit!(g, "@{done} bra {vec_done};");
             let offs: Vec<String> = if rows {
                 // row = gid / (vectors per row), column = (gid - row * per_row) * lanes.
-                let (d, m, s, hi, q, col) = (g.r(), g.r(), g.r(), g.r(), g.r(), g.r());
-                emit!(g, "ld.param.u32 {d}, [row_d];");
-                emit!(g, "ld.param.u32 {m}, [row_magic];");
-                emit!(g, "ld.param.u32 {s}, [row_shift];");
-                emit!(g, "mul.hi.u32 {hi}, {gid}, {m};");
-                emit!(g, "add.u32 {q}, {hi}, {gid};");
-                emit!(g, "shr.u32 {q}, {q}, {s};");
-                emit!(g, "mul.lo.u32 {col}, {q}, {d};");
-                emit!(g, "sub.u32 {col}, {gid}, {col};");
+                let div = g.div_params("row");
+                let (q, col) = g.divmod(&gid, &div);
                 emit!(g, "mul.lo.u32 {col}, {col}, {lanes};");
                 (0..ops)
                     .map(|k| {
@@ -942,13 +956,7 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
         Shape::Strided { rank } => {
             let rank = rank.max(1) as usize;
             let divs: Vec<[String; 3]> = (0..rank - 1)
-                .map(|d| {
-                    ["d", "magic", "shift"].map(|s| {
-                        let r = g.r();
-                        emit!(g, "ld.param.u32 {r}, [dim{d}_{s}];");
-                        r
-                    })
-                })
+                .map(|d| g.div_params(&format!("dim{d}")))
                 .collect();
             let strides: Vec<Vec<String>> = (0..ops)
                 .map(|k| {
@@ -975,13 +983,7 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             emit!(g, "mov.u32 {rest}, {i};");
             for d in 0..rank {
                 let c = if d + 1 < rank {
-                    let [dv, m, s] = &divs[d];
-                    let (hi, q, c) = (g.r(), g.r(), g.r());
-                    emit!(g, "mul.hi.u32 {hi}, {rest}, {m};");
-                    emit!(g, "add.u32 {q}, {hi}, {rest};");
-                    emit!(g, "shr.u32 {q}, {q}, {s};");
-                    emit!(g, "mul.lo.u32 {c}, {q}, {dv};");
-                    emit!(g, "sub.u32 {c}, {rest}, {c};");
+                    let (q, c) = g.divmod(&rest, &divs[d]);
                     emit!(g, "mov.u32 {rest}, {q};");
                     c
                 } else {
@@ -1152,17 +1154,8 @@ fn tiled(
     // The tile's indices along axes 0 and 1 and its batch indices (axis 0 fastest).
     let mut at: Vec<String> = Vec::new();
     for d in TILED_DIVS {
-        let [dv, m, sh] = ["d", "magic", "shift"].map(|s| {
-            let r = g.r();
-            emit!(g, "ld.param.u32 {r}, [{d}_{s}];");
-            r
-        });
-        let (q, c) = (g.r(), g.r());
-        emit!(g, "mul.hi.u32 {q}, {rest}, {m};");
-        emit!(g, "add.u32 {q}, {q}, {rest};");
-        emit!(g, "shr.u32 {q}, {q}, {sh};");
-        emit!(g, "mul.lo.u32 {c}, {q}, {dv};");
-        emit!(g, "sub.u32 {c}, {rest}, {c};");
+        let div = g.div_params(d);
+        let (q, c) = g.divmod(&rest, &div);
         at.push(c);
         emit!(g, "mov.u32 {rest}, {q};");
     }

@@ -942,34 +942,24 @@ mod tests {
         let tiled = |ptrs: [u64; 3], sizes: [usize; 3]| {
             tiled_layout(&p, &ptrs, &sizes).map(|(shape, tiles, _, extra)| (shape, tiles, extra))
         };
-        let (shape, tiles, extra) = tiled([0x1000, 0x2000, 0x3000], [2; 3]).expect("tiled");
-        let paired = Shape::Tiled {
-            pair: true,
+        let b_staged = |pair, words| Shape::Tiled {
+            pair,
             staged: 0b100,
-            words: 0b010,
+            words,
         };
+        let (shape, tiles, extra) = tiled([0x1000, 0x2000, 0x3000], [2; 3]).expect("tiled");
+        let paired = b_staged(true, 0b010);
         assert_eq!((shape, tiles), (paired, 4 * 2));
         // Four divisions, the two sizes, five strides per operand.
         assert_eq!(extra.len(), 4 * 3 + 2 + 3 * 5);
         assert_eq!(&extra[12..14], &[256, 128]);
         // b starting one element off a word: element tiles.
         let (shape, tiles, _) = tiled([0x1000, 0x2000, 0x3002], [2; 3]).expect("tiled");
-        let elements = Shape::Tiled {
-            pair: false,
-            staged: 0b100,
-            words: 0,
-        };
+        let elements = b_staged(false, 0);
         assert_eq!((shape, tiles), (elements, 8 * 4));
         // a only off a word: still paired, a read element by element.
         let (shape, _, _) = tiled([0x1000, 0x2002, 0x3000], [2; 3]).expect("tiled");
-        assert_eq!(
-            shape,
-            Shape::Tiled {
-                pair: true,
-                staged: 0b100,
-                words: 0
-            }
-        );
+        assert_eq!(shape, b_staged(true, 0));
         // 4-byte operands: element tiles.
         let (shape, _, _) = tiled([0x1000, 0x2000, 0x3000], [4; 3]).expect("tiled");
         assert_eq!(shape, elements);
