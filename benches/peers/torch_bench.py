@@ -29,7 +29,9 @@ GROUPS = {
     "stencil": ["stencil_laplacian2", "stencil_laplacian3"],
     "reduce": ["sum_dim1_f32", "sum_dim0_f32", "sum_all_f32", "sum_perm13_f32", "sum_dim1_bf16",
                "amax_dim1_f32", "sumsq_all_f32", "argmax_dim1_f32", "sqdiff_all_f32"],
-    "reduce_rows": ["sum_rows16_f32", "sum_rows128_f32", "argmax_rows128_f32", "sum_rows512_bf16"],
+    # {op}_rows{len}_{dtype}: by length, then f32 before bf16, then the op (issue #41).
+    "reduce_rows": [f"{op}_rows{length}_{name}" for length in (16, 64, 128, 512, 1024, 4096, 32768)
+                    for name in ("f32", "bf16") for op in ("sum", "amax", "mean", "argmax", "sumsq")],
     "opset": ["opset_erf_broadcast_row", "opset_where_isnan_f16_transposed", "opset_add_i8_contiguous",
               "opset_add_bf16_f32_broadcast_row", "opset_gelu_tanh_bf16_contiguous",
               "opset_gelu_tanh_bf16_transposed"],
@@ -310,19 +312,30 @@ if want("reduce"):
     mk = lambda: rand(sq, torch.bfloat16)
     reduction("sum_dim1_bf16", mk(), mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
 
-# Short rows: many outputs of 16, 128 or 512 elements each, 2^28 elements in all (2^24 quick).
+# Short rows (issue #41): dim 1 of a contiguous [total // length, length] matrix, 2^28 elements
+# in all (2^24 quick), rows of 16 to 32768 elements; per length an f32 and then a bf16 matrix,
+# each reduced by sum, amax, mean, argmax (into int64) and sumsq (the sum of squares), then
+# freed. Cases as GROUPS["reduce_rows"] lists them. Eager sumsq is two kernels, x * x into a
+# temporary of the input's size and dtype (bf16 squares rounded to bf16) and then the sum;
+# its bytes count the input read once, as ours.
 if want("reduce_rows"):
     total = 1 << 24 if quick else 1 << 28
-    for case, length in (("sum_rows16_f32", 16), ("sum_rows128_f32", 128)):
-        mk = lambda: rand((total // length, length), torch.float32)
-        m = mk()
-        reduction(case, m, mk, (total // length,), lambda x, o: torch.sum(x, dim=1, out=o))
-        if length == 128:
-            reduction("argmax_rows128_f32", m, mk, (total // length,),
-                      lambda x, o: torch.argmax(x, dim=1, out=o), out_dtype=torch.int64)
-        del m
-    mk = lambda: rand((total // 512, 512), torch.bfloat16)
-    reduction("sum_rows512_bf16", mk(), mk, (total // 512,), lambda x, o: torch.sum(x, dim=1, out=o))
+    ROW_OPS = (
+        ("sum", lambda x, o: torch.sum(x, dim=1, out=o), None),
+        ("amax", lambda x, o: torch.amax(x, dim=1, out=o), None),
+        ("mean", lambda x, o: torch.mean(x, dim=1, out=o), None),
+        ("argmax", lambda x, o: torch.argmax(x, dim=1, out=o), torch.int64),
+        ("sumsq", lambda x, o: torch.sum(x * x, dim=1, out=o), None),
+    )
+    for length in (16, 64, 128, 512, 1024, 4096, 32768):
+        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            # Defaults bind this iteration's shape and dtype (a plain closure would see the
+            # loop's last values if called later).
+            mk = lambda shape=(total // length, length), dtype=dtype: rand(shape, dtype)
+            m = mk()
+            for op, fn, out_dtype in ROW_OPS:
+                reduction(f"{op}_rows{length}_{name}", m, mk, (total // length,), fn, out_dtype=out_dtype)
+            del m
 
 def pointwise(case, make_inputs, out_shape, dtype, name, fn):
     """The op set's cases: fn(inputs, out) in eager PyTorch into the preallocated row-major

@@ -18,7 +18,7 @@ use std::time::Instant;
 use strided_apply::cudarc::driver::{CudaFunction, LaunchConfig, PushKernelArg};
 use strided_apply::gpu_kernels::ops::Sub;
 use strided_apply::gpu_kernels::reduce::{
-    Amax, Argmax, MapReduce, OutOf, ReduceKernels, Sum, SumSq,
+    Amax, Argmax, MapReduce, Mean, OutOf, ReduceKernels, Sum, SumSq,
 };
 use strided_apply::verify::{first_mismatch, Distance};
 use strided_apply::{
@@ -98,9 +98,75 @@ const GROUPS: &[(&str, &[&str])] = &[
         "reduce_rows",
         &[
             "sum_rows16_f32",
+            "amax_rows16_f32",
+            "mean_rows16_f32",
+            "argmax_rows16_f32",
+            "sumsq_rows16_f32",
+            "sum_rows16_bf16",
+            "amax_rows16_bf16",
+            "mean_rows16_bf16",
+            "argmax_rows16_bf16",
+            "sumsq_rows16_bf16",
+            "sum_rows64_f32",
+            "amax_rows64_f32",
+            "mean_rows64_f32",
+            "argmax_rows64_f32",
+            "sumsq_rows64_f32",
+            "sum_rows64_bf16",
+            "amax_rows64_bf16",
+            "mean_rows64_bf16",
+            "argmax_rows64_bf16",
+            "sumsq_rows64_bf16",
             "sum_rows128_f32",
+            "amax_rows128_f32",
+            "mean_rows128_f32",
             "argmax_rows128_f32",
+            "sumsq_rows128_f32",
+            "sum_rows128_bf16",
+            "amax_rows128_bf16",
+            "mean_rows128_bf16",
+            "argmax_rows128_bf16",
+            "sumsq_rows128_bf16",
+            "sum_rows512_f32",
+            "amax_rows512_f32",
+            "mean_rows512_f32",
+            "argmax_rows512_f32",
+            "sumsq_rows512_f32",
             "sum_rows512_bf16",
+            "amax_rows512_bf16",
+            "mean_rows512_bf16",
+            "argmax_rows512_bf16",
+            "sumsq_rows512_bf16",
+            "sum_rows1024_f32",
+            "amax_rows1024_f32",
+            "mean_rows1024_f32",
+            "argmax_rows1024_f32",
+            "sumsq_rows1024_f32",
+            "sum_rows1024_bf16",
+            "amax_rows1024_bf16",
+            "mean_rows1024_bf16",
+            "argmax_rows1024_bf16",
+            "sumsq_rows1024_bf16",
+            "sum_rows4096_f32",
+            "amax_rows4096_f32",
+            "mean_rows4096_f32",
+            "argmax_rows4096_f32",
+            "sumsq_rows4096_f32",
+            "sum_rows4096_bf16",
+            "amax_rows4096_bf16",
+            "mean_rows4096_bf16",
+            "argmax_rows4096_bf16",
+            "sumsq_rows4096_bf16",
+            "sum_rows32768_f32",
+            "amax_rows32768_f32",
+            "mean_rows32768_f32",
+            "argmax_rows32768_f32",
+            "sumsq_rows32768_f32",
+            "sum_rows32768_bf16",
+            "amax_rows32768_bf16",
+            "mean_rows32768_bf16",
+            "argmax_rows32768_bf16",
+            "sumsq_rows32768_bf16",
         ],
     ),
     (
@@ -1251,29 +1317,33 @@ fn reductions(bench: &Bench) -> Result<()> {
     Ok(())
 }
 
-/// Short rows: many outputs of 16, 128 or 512 elements each (a normalisation's statistics,
-/// a classifier's argmax), 2^28 elements in all (2^24 quick).
+/// Short rows (issue #41): dim 1 of a contiguous `[total / len, len]` matrix, `total` 2^28
+/// elements (2^24 quick), rows of 16 to 32768 elements (a normalisation's statistics, a
+/// classifier's argmax). For each length, one f32 and then one bf16 matrix, each built once,
+/// reduced by sum, amax, mean, argmax and sumsq (the sum of squares, layer norm's statistic),
+/// and dropped before the next; cases `{op}_rows{len}_{dtype}`, in the order of [`GROUPS`].
 fn short_rows(bench: &Bench) -> Result<()> {
     let (gpu, quick) = (&bench.gpu, bench.quick);
     let total = if quick { 1 << 24 } else { 1 << 28 };
-    for (case, len) in [("sum_rows16_f32", 16), ("sum_rows128_f32", 128)] {
-        let m = dense(&[total / len, len], 55, rand_f32)?;
-        bench_reduce(gpu, case, Sum, &[total / len], [&m], &[1], f32::NAN)?;
-        if len == 128 {
-            let case = "argmax_rows128_f32";
-            bench_reduce(gpu, case, Argmax, &[total / len], [&m], &[1], -1i64)?;
+    for len in [16, 64, 128, 512, 1024, 4096, 32768] {
+        let rows = total / len;
+        // The five reductions of one random `[rows, len]` matrix of `$t` (NaN-poisoned
+        // outputs, -1 for the argmax's indices); the matrix drops at the block's end.
+        macro_rules! five {
+            ($t:ident, $seed:expr, $rand:expr) => {{
+                let m = dense(&[rows, len], $seed, $rand)?;
+                let case = |op: &str| format!("{op}_rows{len}_{}", stringify!($t));
+                let nan = $t::NAN;
+                bench_reduce(gpu, &case("sum"), Sum, &[rows], [&m], &[1], nan)?;
+                bench_reduce(gpu, &case("amax"), Amax, &[rows], [&m], &[1], nan)?;
+                bench_reduce(gpu, &case("mean"), Mean, &[rows], [&m], &[1], nan)?;
+                bench_reduce(gpu, &case("argmax"), Argmax, &[rows], [&m], &[1], -1i64)?;
+                bench_reduce(gpu, &case("sumsq"), SumSq, &[rows], [&m], &[1], nan)?;
+            }};
         }
+        five!(f32, 55, rand_f32);
+        five!(bf16, 56, rand_bf16);
     }
-    let m16 = dense(&[total / 512, 512], 56, rand_bf16)?;
-    bench_reduce(
-        gpu,
-        "sum_rows512_bf16",
-        Sum,
-        &[total / 512],
-        [&m16],
-        &[1],
-        bf16::NAN,
-    )?;
     Ok(())
 }
 
