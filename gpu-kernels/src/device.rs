@@ -114,6 +114,27 @@ pub fn sync_warp() {
     unsafe { core::arch::asm!("bar.warp.sync -1;", options(nostack)) }
 }
 
+/// Lane `lane + s`'s `v` (`shfl.sync.down`, all 32 lanes; lanes past 31 get their own `v`).
+///
+/// # Safety
+/// Every lane of the warp calls it with the same `s` (callers run it outside divergent
+/// code).
+#[inline(always)]
+pub unsafe fn shfl_down(v: u32, s: u32) -> u32 {
+    let r: u32;
+    // SAFETY: the caller's contract (the full member mask names every lane); no memory.
+    unsafe {
+        core::arch::asm!(
+            "shfl.sync.down.b32 {r}, {v}, {s}, 31, -1;",
+            r = out(reg32) r,
+            v = in(reg32) v,
+            s = in(reg32) s,
+            options(nomem, nostack)
+        )
+    };
+    r
+}
+
 /// `E` elements of `T` from `p` (16-byte aligned; `E * size_of::<T>()` a multiple of 16)
 /// as 16-byte `ld.global.v4` instructions in inline assembly. LLVM sees through a plain
 /// load: it narrows one whose lanes are partly unused (as in [`load_even`]) to scalar loads,

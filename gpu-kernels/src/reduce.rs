@@ -20,9 +20,10 @@
 //! [`MapReduce`] reads two inputs at each position and reduces `map(a, b)` in the same
 //! order.
 //!
-//! The GPU spreads slots over a block's threads ([`SLOTS`] threads, shared by `SLOTS >>
-//! `[`row_shift`] short rows, or `COL_Y` threads of `SLOTS / COL_Y` slots each) and groups
-//! over blocks; the CPU twin ([`group_value`], [`write_output`]) walks the same definition
+//! The GPU spreads slots over a block's threads (the row kernel: up to [`ROW_SLOTS`] slots
+//! per thread, [`row_threads`] threads per group, [`SLOTS`] threads a block, shared by as
+//! many groups; the column kernel: `COL_Y` threads of `SLOTS / COL_Y` slots each) and
+//! groups over blocks; the CPU twin ([`group_value`], [`write_output`]) walks the same definition
 //! directly. No float atomics, no order that depends on the grid.
 
 use crate::elem::Bool;
@@ -34,6 +35,10 @@ use crate::FastDiv;
 pub const SLOTS: u32 = 256;
 /// Most groups per output (the final kernel trees over at most this many values).
 pub const MAX_GROUPS: u32 = 1024;
+/// Most slots a thread of the row kernel holds ([`row_threads`]).
+pub const ROW_SLOTS: u32 = 4;
+/// Reductions of more chunks than this take one slot per thread in the row kernel.
+pub const LONG_ROW_CHUNKS: u32 = 2048;
 /// Reductions shorter than twice this have one group.
 pub const GROUP_MIN: u32 = 1 << 16;
 /// Kept (output) dimensions after collapsing.
@@ -98,6 +103,27 @@ pub const fn row_shift(n: u32, w: u32) -> u32 {
     }
 }
 
+/// The row kernel's threads per group of a reduction of length `n`, `log2`: the group's
+/// `1 << `[`row_shift`] slots over threads of [`ROW_SLOTS`] slots each (fewer where the
+/// group has fewer slots: one thread), thread `t` holding slots `t + (1 << row_threads) *
+/// m`; one slot per thread past [`LONG_ROW_CHUNKS`] chunks (every slot then has more than
+/// eight chunks: a thread has work enough, and loads four passes at a time). A performance
+/// choice only: the order is the slots', whoever folds them (`benches/NOTES.md`).
+pub const fn row_threads(n: u32, w: u32) -> u32 {
+    let shift = row_shift(n, w);
+    if n.div_ceil(w) > LONG_ROW_CHUNKS {
+        shift
+    } else {
+        shift.saturating_sub(ROW_SLOTS.trailing_zeros())
+    }
+}
+
+/// The row kernel's blocks: `outputs * groups` (output, group) pairs, `SLOTS >>`
+/// [`row_threads`] of them a block (invariant 8 of [`ReduceGeometry`]).
+pub const fn row_blocks(outputs: u64, groups: u32, n: u32, w: u32) -> u64 {
+    (outputs * groups as u64).div_ceil((SLOTS >> row_threads(n, w)) as u64)
+}
+
 /// Groups of a reduction of length `n`: the largest power of two at most `n / GROUP_MIN`,
 /// between 1 and [`MAX_GROUPS`].
 pub const fn groups(n: u32) -> u32 {
@@ -138,7 +164,7 @@ pub const fn groups_used(n: u32, w: u32) -> u32 {
 /// gives the output.
 pub trait Reduce<T>: Copy + Send + Sync {
     /// The accumulator (`f32` for `f16` and `bf16`, the type itself otherwise).
-    type Acc: Copy + Send + Sync;
+    type Acc: Copy + Send + Sync + AccWords;
     /// The output element (`T` itself, `i64` for arg reductions, `Bool` for all/any).
     type Out: Copy + Send + Sync;
     fn first(&self, x: T, i: u32) -> Self::Acc;
@@ -154,6 +180,70 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// thread in registers; (value, index) pairs do not fit beside the loads, so the arg
     /// reductions take the row kernel on every layout.
     const COLUMNS: bool = true;
+}
+
+/// An accumulator as 32-bit words: what a warp shuffle moves (the row kernel's lower tree
+/// levels). `from_words(to_words(a)) == a`, bit for bit; words past `WORDS` are 0.
+pub trait AccWords: Copy {
+    /// Words used, 1 to 4.
+    const WORDS: usize;
+    fn to_words(self) -> [u32; 4];
+    fn from_words(w: [u32; 4]) -> Self;
+}
+
+/// Every number (at most 8 bytes, no padding: [`Elem`](crate::Elem) types are `Pod`) as
+/// its bytes, little-endian, zero-extended.
+impl<T: Num> AccWords for T {
+    const WORDS: usize = {
+        assert!(core::mem::size_of::<T>() <= 8);
+        core::mem::size_of::<T>().div_ceil(4)
+    };
+    #[inline(always)]
+    fn to_words(self) -> [u32; 4] {
+        let mut w = [0u32; 4];
+        let n = core::mem::size_of::<T>();
+        bytemuck::bytes_of_mut(&mut w)[..n].copy_from_slice(bytemuck::bytes_of(&self));
+        w
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 4]) -> T {
+        bytemuck::pod_read_unaligned(&bytemuck::bytes_of(&w)[..core::mem::size_of::<T>()])
+    }
+}
+
+impl AccWords for bool {
+    const WORDS: usize = 1;
+    #[inline(always)]
+    fn to_words(self) -> [u32; 4] {
+        [self as u32, 0, 0, 0]
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 4]) -> bool {
+        w[0] != 0
+    }
+}
+
+/// The value's words, then the index.
+impl<A: AccWords> AccWords for ArgAcc<A> {
+    const WORDS: usize = {
+        assert!(A::WORDS <= 3);
+        A::WORDS + 1
+    };
+    #[inline(always)]
+    fn to_words(self) -> [u32; 4] {
+        let mut w = self.value.to_words();
+        w[Self::WORDS - 1] = self.index;
+        w
+    }
+    #[inline(always)]
+    fn from_words(w: [u32; 4]) -> Self {
+        let mut v = w;
+        v[Self::WORDS - 1] = 0;
+        ArgAcc {
+            value: A::from_words(v),
+            index: w[Self::WORDS - 1],
+        }
+    }
 }
 
 /// What a reduction kernel reads and folds: `K` inputs of element type `T`, mapped to one
@@ -522,8 +612,8 @@ truth_reduce!(Any, false, |a, b| a | b);
 ///    aligned (each base 16-byte aligned, every other kept and every reduced stride a
 ///    multiple of 16 bytes).
 /// 8. `row_shift == `[`row_shift`]`(n, w)` for the kernel's `w` (below [`SLOT_BITS`] only
-///    with one group), and the row kernel's grid is `ceil(outputs / (SLOTS >> row_shift))
-///    * groups` blocks.
+///    with one group), and the row kernel's grid is [`row_blocks`]`(outputs, groups, n, w)`
+///    blocks.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct ReduceGeometry {
@@ -535,8 +625,8 @@ pub struct ReduceGeometry {
     pub outputs: u32,
     /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`).
     pub col_blocks: u32,
-    /// Row kernel: `log2` of the slots (threads) of one output, [`row_shift`]; a block
-    /// reduces `SLOTS >> row_shift` outputs.
+    /// Row kernel: `log2` of the slots of one group, [`row_shift`]; a block reduces
+    /// `SLOTS >> `[`row_threads`] (output, group) pairs.
     pub row_shift: u32,
     pub flags: u32,
     pub nkept: u32,
@@ -740,7 +830,7 @@ pub use gpu::{cols, finals, rows};
 #[cfg(target_arch = "nvptx64")]
 mod gpu {
     use super::*;
-    use crate::device::{load_v4, shared_base, sync_threads, sync_warp, tile_thread, WARP};
+    use crate::device::{load_v4, shared_base, shfl_down, sync_threads, tile_thread, WARP};
 
     /// Folds position `i + j` of the `K` vectors `v` into `acc`, `j` in `from..W`.
     #[inline(always)]
@@ -793,15 +883,15 @@ mod gpu {
         }
     }
 
-    /// The halving tree over the `1 << shift` slots of thread `tid`'s segment of the
-    /// block (slots `tid - slot ..+ 1 << shift`, `slot = tid % (1 << shift)`; the thread
-    /// holds its slot's value `v`; the first `used <= 1 << shift` slots take part), from
-    /// level `(1 << shift) / 2` down, pairing as [`tree`] does. Levels of at least
-    /// [`WARP`] pairs read other warps' slots: a block barrier before each. The lower
-    /// levels read only the lanes of the reader's warp (segments are aligned, and a
-    /// segment of at most `WARP` slots lies in one warp): a warp barrier before each. Slot
-    /// 0's thread returns the tree's value. Every thread of the block calls it with the
-    /// same `shift`; `shift <= SLOT_BITS`.
+    /// The halving tree over the slots of thread `tid`'s segment of `1 << shift` threads
+    /// (threads `tid - t ..+ 1 << shift`, `t = tid % (1 << shift)`), thread `t` holding slot
+    /// `t`'s value `v` (its own slots' subtree, the levels above folded in registers); the
+    /// first `used` slots take part. From level `(1 << shift) / 2` down, pairing as
+    /// [`tree`] does: levels of at least [`WARP`] threads in shared memory, a block barrier
+    /// before each; the lower ones (a segment of at most `WARP` threads lies in one warp:
+    /// segments are aligned) by warp shuffles, [`AccWords::WORDS`] per level. Thread `t ==
+    /// 0` returns the tree's value. Every thread of the block calls it with the same
+    /// `shift <= SLOT_BITS`.
     ///
     /// # Safety
     /// `sm` holds `SLOTS` accumulators of this block's shared memory; `tid < SLOTS`.
@@ -814,45 +904,56 @@ mod gpu {
         shift: u32,
         used: u32,
     ) -> R::Acc {
-        let slot = tid & ((1 << shift) - 1);
-        // SAFETY (every access below): `seg + slot + s` with `slot + s < 1 << shift`
-        // stays in the thread's segment, inside the `SLOTS` accumulators.
-        let seg = unsafe { sm.add((tid - slot) as usize) };
-        unsafe { *sm.add(tid as usize) = v };
+        let t = tid & ((1 << shift) - 1);
         let mut s = (1u32 << shift) / 2;
         if s >= WARP {
+            // SAFETY (every access): `seg + t + s` with `t + s < 1 << shift` stays in the
+            // thread's segment, inside the `SLOTS` accumulators.
+            let seg = unsafe { sm.add((tid - t) as usize) };
+            unsafe { *sm.add(tid as usize) = v };
             sync_threads();
-        }
-        while s >= WARP {
-            if slot < s {
-                if slot + s < used {
-                    v = op.combine(v, unsafe { *seg.add((slot + s) as usize) });
+            while s >= WARP {
+                if t < s {
+                    if t + s < used {
+                        v = op.combine(v, unsafe { *seg.add((t + s) as usize) });
+                    }
+                    unsafe { *seg.add(t as usize) = v };
                 }
-                unsafe { *seg.add(slot as usize) = v };
-            }
-            if s / 2 >= WARP {
                 sync_threads();
+                s /= 2;
             }
-            s /= 2;
         }
         while s >= 1 {
-            sync_warp();
-            if slot < s {
-                if slot + s < used {
-                    v = op.combine(v, unsafe { *seg.add((slot + s) as usize) });
+            let w = v.to_words();
+            let mut o = [0u32; 4];
+            unrolled!(4, |i| {
+                if i < R::Acc::WORDS {
+                    // SAFETY: every lane runs this loop with the same `s` (`shift` is the
+                    // block's); lane `tid % WARP + s` is thread `t + s` of the same segment
+                    // where `t < s` (the only lanes that use it).
+                    o[i] = unsafe { shfl_down(w[i], s) };
                 }
-                unsafe { *seg.add(slot as usize) = v };
+            });
+            if t < s && t + s < used {
+                v = op.combine(v, R::Acc::from_words(o));
             }
             s /= 2;
         }
         v
     }
 
-    /// The row kernel: block `b` reduces group `b % groups` of `SLOTS >> row_shift`
-    /// consecutive outputs from `(b / groups) * (SLOTS >> row_shift)`, thread `t` folding
-    /// slot `t % (1 << row_shift)` of output `t >> row_shift` among them (one output per
-    /// block when `row_shift == SLOT_BITS`; the threads of outputs past the last fold
-    /// nothing). `SLOTS` threads, `SLOTS * size_of::<Acc>()` bytes of dynamic shared memory.
+    /// The row kernel: `SLOTS` threads a block, `1 << rt` threads a group (`rt =
+    /// `[`row_threads`]`(n, w)`), each holding `M = (1 << row_shift) >> rt <= ROW_SLOTS`
+    /// slots. Block `b` reduces (output, group) pairs `p = b * (SLOTS >> rt) ..+ SLOTS >>
+    /// rt` (output `p / groups`, group `p % groups`; pairs past the last fold nothing),
+    /// thread `t` of a pair's threads folding slots `t + (1 << rt) * m`, `m < M`: the
+    /// chunks of slot `s` are `s, s + SLOTS, …` (a group of more than `SLOTS` chunks has
+    /// `row_shift == SLOT_BITS`). A pass reads one chunk of each slot as 16-byte vectors,
+    /// loads first: with one slot a thread, four whole passes at a time; else one pass at
+    /// a time, `M` loads, each slot's chunk guarded (whole or absent); the group's last,
+    /// partial chunk at the end, element by element. The halving tree's levels of
+    /// distance `1 << rt` and up fold in registers, the others in [`segment_tree`].
+    /// `SLOTS * size_of::<Acc>()` bytes of dynamic shared memory.
     ///
     /// # Safety
     /// The [`ReduceGeometry`] invariants; the launch shape above.
@@ -864,95 +965,142 @@ mod gpu {
         inp: [*const T; K],
         scratch: *mut AccOf<S, T, K>,
     ) {
+        const MR: usize = ROW_SLOTS as usize;
+        const BATCH: usize = 4;
         let op = src.reduction();
         let (tid, _, bid) = tile_thread();
-        let shift = g.row_shift;
-        let slot = tid & ((1 << shift) - 1);
-        let o = ((bid / g.groups) << (SLOT_BITS - shift)) + (tid >> shift);
-        let grp = bid % g.groups;
-        // Invariant 8: only the last block has outputs past the last; theirs read nothing
+        let w = W as u32;
+        let rt = row_threads(g.n, w);
+        // At most `MR` (invariant 8: `row_shift == row_shift(n, w)`).
+        let m_used = 1usize << (g.row_shift - rt);
+        let tpr = 1u32 << rt;
+        let t = tid & (tpr - 1);
+        let pair = (bid << (SLOT_BITS - rt)) + (tid >> rt);
+        let (o, grp) = (pair / g.groups, pair % g.groups);
+        // Invariant 8: only the last block has pairs past the last; theirs read nothing
         // and write nothing, and their offsets are the last output's (in bounds).
         let live = o < g.outputs;
         let (lo, len) = g.group(grp);
         let (oo, io) = g.kept_offsets::<K>(if live { o } else { g.outputs - 1 });
         // SAFETY (all reads): invariant 3 for every index below `len` of this group.
         let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
-        let w = W as u32;
         let step = SLOTS * w;
-        let mut c = slot * w;
-        let mut acc = op.placeholder();
-        if live && c < len {
-            if g.flags & VEC_ROWS != 0 {
-                // Invariant 5: `lo` and `c` are multiples of `w`, so vectors are aligned.
-                let at = |k: usize, c: u32| unsafe { base[k].add((lo + c) as usize) };
-                let vec = |c: u32| -> [[T; W]; K] {
-                    core::array::from_fn(|k| unsafe { load_v4(at(k, c)) })
-                };
-                let one = |c: u32| src.item(core::array::from_fn(|k| unsafe { *at(k, c) }));
-                if c + w <= len {
-                    let v = vec(c);
-                    acc = op.first(src.item(core::array::from_fn(|k| v[k][0])), lo + c);
-                    acc = fold_lanes(&src, &op, acc, &v, lo + c, 1);
-                    c += step;
-                    while c + 3 * step + w <= len {
-                        let v0 = vec(c);
-                        let v1 = vec(c + step);
-                        let v2 = vec(c + 2 * step);
-                        let v3 = vec(c + 3 * step);
-                        acc = fold_lanes(&src, &op, acc, &v0, lo + c, 0);
-                        acc = fold_lanes(&src, &op, acc, &v1, lo + c + step, 0);
-                        acc = fold_lanes(&src, &op, acc, &v2, lo + c + 2 * step, 0);
-                        acc = fold_lanes(&src, &op, acc, &v3, lo + c + 3 * step, 0);
-                        c += 4 * step;
-                    }
-                    while c + w <= len {
-                        let v = vec(c);
-                        acc = fold_lanes(&src, &op, acc, &v, lo + c, 0);
-                        c += step;
-                    }
-                    if c < len {
-                        let mut j = 0;
-                        while c + j < len {
-                            acc = op.fold(acc, one(c + j), lo + c + j);
-                            j += 1;
-                        }
-                    }
+        // The first chunk of the thread's slot `m`.
+        let first = |m: usize| (t + tpr * m as u32) * w;
+        let mut acc = [op.placeholder(); MR];
+        // Writes `a` to the accumulator of slot `m` (a run-time `m`: selects, no copies).
+        let set = |acc: &mut [AccOf<S, T, K>; MR], m: usize, a: AccOf<S, T, K>| {
+            unrolled!(MR, |mm| {
+                if mm == m {
+                    acc[mm] = a;
+                }
+            });
+        };
+        if live && g.flags & VEC_ROWS != 0 {
+            // Invariant 5: `lo` and every chunk start are multiples of `w`: aligned vectors.
+            let at = |k: usize, c: u32| unsafe { base[k].add((lo + c) as usize) };
+            let vec =
+                |c: u32| -> [[T; W]; K] { core::array::from_fn(|k| unsafe { load_v4(at(k, c)) }) };
+            let one = |c: u32| src.item(core::array::from_fn(|k| unsafe { *at(k, c) }));
+            // Slot `m`'s whole chunk at `c` folded into `a`: the first element starts the
+            // slot on the first pass (one select; the other lanes are one copy).
+            let fold_chunk = |a: AccOf<S, T, K>, x: &[[T; W]; K], c: u32, pass: u32| {
+                let x0 = src.item(core::array::from_fn(|k| x[k][0]));
+                let a = if pass == 0 {
+                    op.first(x0, lo + c)
                 } else {
-                    // The group's last, partial chunk is this slot's only one.
-                    acc = op.first(one(c), lo + c);
-                    let mut j = 1;
-                    while c + j < len {
-                        acc = op.fold(acc, one(c + j), lo + c + j);
-                        j += 1;
-                    }
-                }
-            } else {
-                let at = |q: u32| {
-                    let off = g.red_offset::<K>(lo + q);
-                    src.item(core::array::from_fn(|k| unsafe { *base[k].offset(off[k]) }))
+                    op.fold(a, x0, lo + c)
                 };
-                acc = op.first(at(c), lo + c);
-                let mut j = 1;
-                while j < w {
-                    if c + j < len {
-                        acc = op.fold(acc, at(c + j), lo + c + j);
-                    }
-                    j += 1;
-                }
-                c += step;
-                while c < len {
-                    let mut j = 0;
-                    while j < w {
-                        if c + j < len {
-                            acc = op.fold(acc, at(c + j), lo + c + j);
-                        }
-                        j += 1;
-                    }
-                    c += step;
+                fold_lanes(&src, &op, a, x, lo + c, 1)
+            };
+            let whole = len / w * w;
+            let mut pass = 0;
+            if m_used == 1 {
+                // One slot a thread (long rows): `BATCH` whole passes at a time.
+                while pass + BATCH as u32 * step <= whole {
+                    let mut v = [core::mem::MaybeUninit::<[[T; W]; K]>::uninit(); BATCH];
+                    unrolled!(BATCH, |b| {
+                        v[b] = core::mem::MaybeUninit::new(vec(pass + b as u32 * step + first(0)));
+                    });
+                    unrolled!(BATCH, |b| {
+                        let p = pass + b as u32 * step;
+                        // SAFETY: the load phase wrote every `v[b]`.
+                        let x = unsafe { v[b].assume_init() };
+                        acc[0] = fold_chunk(acc[0], &x, p + first(0), p);
+                    });
+                    pass += BATCH as u32 * step;
                 }
             }
+            // The other passes: slot `m`'s chunk whole or absent.
+            while pass < whole {
+                let mut v = [core::mem::MaybeUninit::<[[T; W]; K]>::uninit(); MR];
+                unrolled!(MR, |m| {
+                    let c = pass + first(m);
+                    if m < m_used && c < whole {
+                        v[m] = core::mem::MaybeUninit::new(vec(c));
+                    }
+                });
+                unrolled!(MR, |m| {
+                    let c = pass + first(m);
+                    if m < m_used && c < whole {
+                        // SAFETY: written above.
+                        acc[m] = fold_chunk(acc[m], unsafe { &v[m].assume_init() }, c, pass);
+                    }
+                });
+                pass += step;
+            }
+            // The group's last chunk, partial: its slot's last, on that slot's thread.
+            if whole < len {
+                let slot = (whole / w) % SLOTS;
+                if slot & (tpr - 1) == t {
+                    let m = (slot >> rt) as usize;
+                    let mut a = acc[0];
+                    unrolled!(MR, |mm| {
+                        if mm == m {
+                            a = acc[mm];
+                        }
+                    });
+                    a = if whole < step {
+                        op.first(one(whole), lo + whole)
+                    } else {
+                        op.fold(a, one(whole), lo + whole)
+                    };
+                    let mut c = whole + 1;
+                    while c < len {
+                        a = op.fold(a, one(c), lo + c);
+                        c += 1;
+                    }
+                    set(&mut acc, m, a);
+                }
+            }
+        } else if live {
+            // Any reduced layout: element by element, slot by slot (one copy of the loop).
+            let at = |q: u32| {
+                let off = g.red_offset::<K>(lo + q);
+                src.item(core::array::from_fn(|k| unsafe { *base[k].offset(off[k]) }))
+            };
+            let mut m = 0;
+            while m < m_used {
+                let mut c = first(m);
+                if c < len {
+                    let mut a = op.first(at(c), lo + c);
+                    let mut j = 1;
+                    loop {
+                        while j < w && c + j < len {
+                            a = op.fold(a, at(c + j), lo + c + j);
+                            j += 1;
+                        }
+                        c += step;
+                        if c >= len {
+                            break;
+                        }
+                        j = 0;
+                    }
+                    set(&mut acc, m, a);
+                }
+                m += 1;
+            }
         }
-        let sm = shared_base() as *mut AccOf<S, T, K>;
         let used = {
             let u = len.div_ceil(w);
             if u < SLOTS {
@@ -961,12 +1109,24 @@ mod gpu {
                 SLOTS
             }
         };
-        // Each output's slots are `tid - slot ..+ 1 << shift`; its tree starts at the
-        // half of that power of two (`used <= 1 << shift`: invariant 8), as the order's.
-        // SAFETY: every thread calls it with the same `shift` (`<= SLOT_BITS`: invariant
-        // 8); `tid < SLOTS`, the shared array's length.
-        let v = unsafe { segment_tree(&op, sm, acc, tid, shift, used) };
-        if live && slot == 0 {
+        // The tree's levels of slot distance `tpr * h`, `h < m_used`, in registers: slot
+        // `t + tpr * m` takes slot `t + tpr * (m + h)` where that received chunks.
+        unrolled!(2, |lv| {
+            let h = (MR / 2) >> lv;
+            if h < m_used {
+                unrolled!(MR / 2, |m| {
+                    if m < h && t + tpr * ((m + h) as u32) < used {
+                        acc[m] = op.combine(acc[m], acc[m + h]);
+                    }
+                });
+            }
+        });
+        let sm = shared_base() as *mut AccOf<S, T, K>;
+        // SAFETY: every thread calls it with the same `rt <= SLOT_BITS` (invariant 8);
+        // `tid < SLOTS`, the shared array's length; the lower levels start at `tpr / 2`,
+        // as the order's tree over `1 << row_shift` slots continues below `tpr`.
+        let v = unsafe { segment_tree(&op, sm, acc[0], tid, rt, used) };
+        if live && t == 0 {
             // SAFETY: invariants 3 and 4.
             unsafe { finish_group(&op, g, out, scratch, o, grp, oo, len, v) };
         }
@@ -1347,6 +1507,80 @@ mod tests {
                 assert!(shift == SLOT_BITS || groups_used(n, w) == 1);
             }
         }
+    }
+
+    #[test]
+    fn row_threads_hold_their_slots() {
+        // Rows of 128 f32 (32 slots): 8 threads of four slots, 32 rows a block.
+        assert_eq!(row_threads(128, 4), 3);
+        assert_eq!(row_blocks(1 << 21, 1, 128, 4), 1 << 16);
+        // A row of 16 f32 (4 slots) on one thread, 256 rows a block.
+        assert_eq!(row_threads(16, 4), 0);
+        assert_eq!(row_blocks(1000, 1, 16, 4), 4);
+        // Up to `LONG_ROW_CHUNKS` chunks: 64 threads of four of the 256 slots; past it one
+        // slot a thread (256 threads a row).
+        assert_eq!(row_threads(4 * LONG_ROW_CHUNKS, 4), 6);
+        assert_eq!(row_threads(4 * LONG_ROW_CHUNKS + 1, 4), SLOT_BITS);
+        assert_eq!(row_threads(1 << 16, 1), SLOT_BITS);
+        // Groups are pairs of their own: one output of 1024 groups, a block each.
+        assert_eq!(row_blocks(1, 1024, 1 << 28, 4), 1024);
+        assert_eq!(row_blocks(3, 2, (1 << 17) + 9, 4), 6);
+        for w in [1, 2, 4, 8, 16] {
+            for n in 0..=(SLOTS * w * 9) {
+                let (shift, rt) = (row_shift(n, w), row_threads(n, w));
+                // At most `ROW_SLOTS` slots a thread, at least one.
+                assert!(
+                    rt <= shift && shift - rt <= ROW_SLOTS.trailing_zeros(),
+                    "n {n} w {w}"
+                );
+                // Several groups only with one slot a thread.
+                assert!(groups_used(n, w) == 1 || rt == SLOT_BITS);
+            }
+        }
+    }
+
+    #[test]
+    fn accumulators_round_trip_through_words() {
+        fn check<A: AccWords + core::fmt::Debug>(a: A, words: usize, same: impl Fn(A, A) -> bool) {
+            assert_eq!(A::WORDS, words, "{a:?}");
+            let w = a.to_words();
+            assert!(w[words..].iter().all(|&x| x == 0), "{a:?}: {w:?}");
+            assert!(same(A::from_words(w), a), "{a:?}");
+        }
+        let eq = |a: u64, b: u64| a == b;
+        check(0xfedc_ba98_7654_3210u64, 2, eq);
+        check(-7i64, 2, |a, b| a == b);
+        check(-3i16, 1, |a, b| a == b);
+        check(200u8, 1, |a, b| a == b);
+        check(f32::from_bits(0x7fc0_1234), 1, |a, b| {
+            a.to_bits() == b.to_bits()
+        });
+        check(-0.0f64, 2, |a, b| a.to_bits() == b.to_bits());
+        check(true, 1, |a, b| a == b);
+        check(
+            ArgAcc {
+                value: f64::MIN_POSITIVE,
+                index: 77,
+            },
+            3,
+            |a, b| a == b,
+        );
+        check(
+            ArgAcc {
+                value: -1.5f32,
+                index: u32::MAX,
+            },
+            2,
+            |a, b| a == b,
+        );
+        check(
+            ArgAcc {
+                value: -128i8 as i32,
+                index: 5,
+            },
+            2,
+            |a, b| a == b,
+        );
     }
 
     #[test]

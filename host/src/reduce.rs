@@ -597,7 +597,8 @@ pub(crate) unsafe fn launch_planned(
             (
                 names.rows,
                 LaunchShape {
-                    grid: row_blocks(g.outputs as u64, g.row_shift) as u32 * g.groups,
+                    grid: body::row_blocks(g.outputs as u64, g.groups, g.n, body::chunk(elem_size))
+                        as u32,
                     block: (SLOTS, 1),
                     shared_bytes: SLOTS * acc_size as u32,
                 },
@@ -646,8 +647,9 @@ pub(crate) unsafe fn launch_planned(
     Ok(())
 }
 
-/// The row kernel's blocks per group: `SLOTS >> row_shift` outputs each (invariant 8 of
-/// `ReduceGeometry`).
+/// The expression reduction kernel's blocks per group: `SLOTS >> row_shift` outputs each;
+/// an upper bound of the library's row kernel's blocks per group
+/// ([`body::row_blocks`], which gives a thread several slots).
 pub(crate) fn row_blocks(outputs: u64, row_shift: u32) -> u64 {
     outputs.div_ceil((SLOTS >> row_shift) as u64)
 }

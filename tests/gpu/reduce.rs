@@ -134,7 +134,8 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[40]),
             Some(Rows),
         ),
-        // Short rows share the row kernel's blocks (`SLOTS >> row_shift` outputs each):
+        // Short rows share the row kernel's blocks (`SLOTS >> row_threads` outputs each, a
+        // thread holding up to `ROW_SLOTS` slots):
         // rows of 24 (f32: 6 chunks, 8 slots each, 32 rows a block; 1000 rows leave the
         // last block partial), 4 and 3 elements (f32: one slot each, 256 rows a block;
         // aligned vectors and element reads), 5 elements at stride 2, misaligned rows of 37, and rows of 33 under two kept axes into a
@@ -195,6 +196,44 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[33, 257]),
             &[1],
             c(&[33]),
+            Some(Rows),
+        ),
+        // Many short rows: f32 rows of 100 (25 chunks, 32 slots, 8 threads a row at four
+        // slots each, 94 blocks); rows of 4103 (f32: four whole passes of the 256 slots
+        // on 64 threads, then a partial chunk; u8: one whole pass, then a partial one);
+        // rows of 3.5 passes (f32: three whole passes, then half the slots); rows past
+        // `LONG_ROW_CHUNKS` (f32: one slot a thread, two batches of four passes, a pass
+        // of 202 chunks and a partial chunk).
+        case(
+            "short-rows-many-blocks",
+            &[3000, 100],
+            c(&[3000, 100]),
+            &[1],
+            c(&[3000]),
+            Some(Rows),
+        ),
+        case(
+            "rows-passes-partial-chunk",
+            &[24, 4103],
+            c(&[24, 4103]),
+            &[1],
+            c(&[24]),
+            Some(Rows),
+        ),
+        case(
+            "rows-3.5-passes",
+            &[20, 3584],
+            c(&[20, 3584]),
+            &[1],
+            c(&[20]),
+            Some(Rows),
+        ),
+        case(
+            "rows-long-batches",
+            &[4, 9003],
+            c(&[4, 9003]),
+            &[1],
+            c(&[4]),
             Some(Rows),
         ),
         case(
@@ -275,6 +314,15 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[(1 << 20) + 3]),
             &[0],
             c(&[]),
+            Some(Rows),
+        ),
+        // Two groups per output, three outputs: (output, group) pairs share row blocks.
+        case(
+            "rows-2-groups-3-outputs",
+            &[3, (1 << 17) + 9],
+            c(&[3, (1 << 17) + 9]),
+            &[1],
+            c(&[3]),
             Some(Rows),
         ),
         case(
