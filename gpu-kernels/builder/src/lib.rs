@@ -484,6 +484,16 @@ impl PtxBuild {
         })
     }
 
+    /// Whether the committed `FINGERPRINT` names today's sources (and an image is there):
+    /// when it does, build scripts use the committed image; when not, they compile it.
+    pub fn snapshot_matches_sources(&self) -> Result<bool, BuildError> {
+        let fp = self.fingerprint()?;
+        Ok(
+            self.snapshot_field("sources").as_deref() == Some(fp.as_str())
+                && self.snapshot_image().is_file(),
+        )
+    }
+
     /// The committed image file.
     pub fn snapshot_image(&self) -> PathBuf {
         self.snapshot_dir.join(IMAGE_FILE)
@@ -494,10 +504,7 @@ impl PtxBuild {
         let fingerprint = self.fingerprint()?;
         let forced = std::env::var_os("STRIDED_APPLY_PTX_REBUILD").is_some();
         let image = self.snapshot_image();
-        if !forced
-            && self.snapshot_field("sources").as_deref() == Some(&fingerprint)
-            && image.is_file()
-        {
+        if !forced && self.snapshot_matches_sources()? {
             return Ok(ImageOutput {
                 image,
                 source: PtxSource::Snapshot,
@@ -864,6 +871,27 @@ impl ImageOutput {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A committed fingerprint matches its sources until one of them changes (or the
+    /// image is gone): the fast check CI runs before any build.
+    #[test]
+    fn snapshot_goes_stale_when_a_source_changes() {
+        let dir = std::env::temp_dir().join(format!("sa-fingerprint-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::create_dir_all(dir.join("image")).unwrap();
+        std::fs::write(dir.join("Cargo.toml"), "[package]\nname = \"k\"\n").unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "pub fn f() {}\n").unwrap();
+        let b = PtxBuild::new(&dir);
+        let fp = b.fingerprint().unwrap();
+        std::fs::write(dir.join("image/FINGERPRINT"), format!("sources {fp}\n")).unwrap();
+        assert!(!b.snapshot_matches_sources().unwrap(), "no image file yet");
+        std::fs::write(b.snapshot_image(), b"image").unwrap();
+        assert!(b.snapshot_matches_sources().unwrap());
+        std::fs::write(dir.join("src/lib.rs"), "pub fn f() {} // edited\n").unwrap();
+        assert!(!b.snapshot_matches_sources().unwrap(), "a source changed");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     /// The default targets, a build for the GPUs at hand, and the parts a partial check
     /// rebuilds: the stored PTX follows the targets kept.

@@ -1,6 +1,8 @@
-//! `ptx-snapshot <crate-dir> [--with DIR]… [--check | --extract DIR]`: refresh a kernel
-//! crate's committed image snapshot, prove it fresh (exit 1 if not, or if sm_90 cubins
-//! spill registers), or write every family's decoded cubin and PTX into DIR. `--with DIR`
+//! `ptx-snapshot <crate-dir> [--with DIR]… [--check | --fingerprint | --extract DIR]`:
+//! refresh a kernel crate's committed image snapshot, prove it fresh (exit 1 if not, or if
+//! sm_90 cubins spill registers), check only that its `FINGERPRINT` matches today's sources
+//! (seconds, no toolchain: a stale image makes every build script compile the kernels), or
+//! write every family's decoded cubin and PTX into DIR. `--with DIR`
 //! names another crate whose sources the kernels are built from (part of the
 //! fingerprint). Used by `scripts/ptx`.
 
@@ -61,7 +63,7 @@ fn main() {
     let check = args.iter().any(|a| a == "--check");
     let Some(dir) = args.first().filter(|a| !a.starts_with("--")) else {
         eprintln!(
-            "usage: ptx-snapshot <kernel-crate-dir> [--with DIR]... [--check | --extract DIR]"
+            "usage: ptx-snapshot <kernel-crate-dir> [--with DIR]... [--check | --fingerprint | --extract DIR]"
         );
         std::process::exit(2);
     };
@@ -81,6 +83,23 @@ fn main() {
             Err(e) => fail(e),
         }
         return;
+    }
+    if args.iter().any(|a| a == "--fingerprint") {
+        let fresh = build
+            .snapshot_matches_sources()
+            .unwrap_or_else(|e| fail(e.to_string()));
+        if fresh {
+            eprintln!(
+                "ptx-snapshot: {}: FINGERPRINT matches the sources",
+                build.snapshot_dir.display()
+            );
+            return;
+        }
+        fail(format!(
+            "{}: FINGERPRINT does not match the sources (a kernel source changed after the \
+             last refresh; builds would compile the kernels from source): run scripts/ptx",
+            build.snapshot_dir.display()
+        ));
     }
     let tc = match Toolchain::detect() {
         Ok(tc) => tc,
