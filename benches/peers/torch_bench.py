@@ -3,8 +3,9 @@ bfloat16) and, for the permuted copies, the fused expression and the dense mixed
 multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
-element size; reductions (group "reduce") count every input read once (two for sqdiff) and
-report one input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
+element size; reductions (groups "reduce", "reduce_rows" and "reduce_rows_expr") count every
+input read once (two for sqdiff; x and its [rows, 1] m for the expression rows) and report the
+first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
 spin kernel (see median_ms)."""
 import json
 import os
@@ -32,6 +33,9 @@ GROUPS = {
     # {op}_rows{len}_{dtype}: by length, then f32 before bf16, then the op (issue #41).
     "reduce_rows": [f"{op}_rows{length}_{name}" for length in (16, 64, 128, 512, 1024, 4096, 32768)
                     for name in ("f32", "bf16") for op in ("sum", "amax", "mean", "argmax", "sumsq")],
+    # {op}_rows{len}_{dtype} of an expression of x and a broadcast [rows, 1] m: same order.
+    "reduce_rows_expr": [f"{op}_rows{length}_{name}" for length in (128, 1024, 4096, 32768)
+                         for name in ("f32", "bf16") for op in ("sumexp", "sqdev")],
     "opset": ["opset_erf_broadcast_row", "opset_where_isnan_f16_transposed", "opset_add_i8_contiguous",
               "opset_add_bf16_f32_broadcast_row", "opset_gelu_tanh_bf16_contiguous",
               "opset_gelu_tanh_bf16_transposed"],
@@ -336,6 +340,33 @@ if want("reduce_rows"):
             for op, fn, out_dtype in ROW_OPS:
                 reduction(f"{op}_rows{length}_{name}", m, mk, (total // length,), fn, out_dtype=out_dtype)
             del m
+
+# Expression reductions over short rows (issue #41), as the Rust bench's `short_rows_expr`:
+# x a contiguous [total // length, length] matrix (2^28 elements in all, 2^24 quick), rows of
+# 128 to 32768 elements, m = its row maxima, [rows, 1], broadcast along each row (computed
+# once per operand set, outside the timing); per length an f32 and then a bf16 x, then freed.
+# sumexp: the sum over each row of exp(x - m) (softmax's denominator); sqdev: the mean over
+# each row of (x - m)^2. Eager is three kernels each, x - m and then exp (or square) into two
+# temporaries of x's size and dtype (bf16 rounded after each), then the sum (or mean) into
+# the preallocated out; the Rust side is one pass. Bytes: x and m read once each
+# ((rows * length + rows) * element size, the output not counted), as the Rust bench; cases
+# as GROUPS["reduce_rows_expr"] lists them.
+if want("reduce_rows_expr"):
+    total = 1 << 24 if quick else 1 << 28
+    EXPR_ROW_OPS = (
+        ("sumexp", lambda x, m, o: torch.sum(torch.exp(x - m), dim=1, out=o)),
+        ("sqdev", lambda x, m, o: torch.mean(torch.square(x - m), dim=1, out=o)),
+    )
+    for length in (128, 1024, 4096, 32768):
+        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            def mk(shape=(total // length, length), dtype=dtype):
+                x = rand(shape, dtype)
+                return x, torch.amax(x, dim=1, keepdim=True)
+            xm = mk()
+            for op, fn in EXPR_ROW_OPS:
+                reduction(f"{op}_rows{length}_{name}", xm, mk, (total // length,), fn)
+            del xm
+
 
 def pointwise(case, make_inputs, out_shape, dtype, name, fn):
     """The op set's cases: fn(inputs, out) in eager PyTorch into the preallocated row-major

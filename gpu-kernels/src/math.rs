@@ -40,6 +40,19 @@ pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
     fn min(self, o: Self) -> Self;
     /// NaN-propagating maximum.
     fn max(self, o: Self) -> Self;
+    /// NaN-propagating maximum that orders `-0 < +0` (IEEE 754-2019 `maximum`), so the
+    /// result does not depend on the operands' order: the `amax` reduction's combine. On
+    /// sm_80 and later GPUs one instruction (`max.NaN.f32`) where [`max`](Num::max) takes
+    /// five; a NaN result is some NaN (the library compares NaN equal to NaN).
+    #[inline(always)]
+    fn maximum(self, o: Self) -> Self {
+        self.max(o)
+    }
+    /// [`maximum`](Num::maximum)'s counterpart (`-0 < +0`), the `amin` reduction's combine.
+    #[inline(always)]
+    fn minimum(self, o: Self) -> Self {
+        self.min(o)
+    }
     fn is_nan(self) -> bool;
     /// `add` on `E` lanes (the vectorised variant's `Add`); types override it with a
     /// whole-vector form (`u8`: four lanes per 32-bit operation).
@@ -264,6 +277,34 @@ mod tests {
         assert!(FloatFns::nextafter(f32::NAN, 1.0).is_nan());
     }
 
+    /// `maximum` and `minimum` (the `amax` and `amin` reductions): NaN wins, `-0 < +0`
+    /// whatever the operands' order, and otherwise `max` and `min`.
+    #[test]
+    fn maximum_orders_signed_zeros() {
+        let (p, n) = (0.0f32, -0.0f32);
+        for (a, b) in [(p, n), (n, p)] {
+            assert_eq!(Num::maximum(a, b).to_bits(), p.to_bits());
+            assert_eq!(Num::minimum(a, b).to_bits(), n.to_bits());
+            assert_eq!(Num::maximum(a as f64, b as f64).to_bits(), 0.0f64.to_bits());
+            assert_eq!(
+                Num::minimum(a as f64, b as f64).to_bits(),
+                (-0.0f64).to_bits()
+            );
+        }
+        assert_eq!(Num::maximum(n, n).to_bits(), n.to_bits());
+        assert_eq!(Num::minimum(p, p).to_bits(), p.to_bits());
+        for x in [f32::NEG_INFINITY, -1.5, -0.0, 0.0, 2.0, f32::INFINITY] {
+            assert!(Num::maximum(x, f32::NAN).is_nan() && Num::minimum(f32::NAN, x).is_nan());
+            for y in [-3.0f32, -0.5, 1.0, 7.25] {
+                assert_eq!(Num::maximum(x, y), Num::max(x, y));
+                assert_eq!(Num::minimum(y, x), Num::min(y, x));
+            }
+        }
+        // Integers and 16-bit floats keep `max` and `min`.
+        assert_eq!(Num::maximum(-3i32, 5), 5);
+        assert_eq!(Num::minimum(7u8, 2), 2);
+    }
+
     #[test]
     fn u8_lanes_equal_scalar_arithmetic() {
         let mut a = [0u8; 16];
@@ -311,6 +352,78 @@ extern "C" {
     fn __nv_pow(x: f64, y: f64) -> f64;
 }
 
+/// IEEE 754-2019 `maximum` and `minimum` (NaN if either operand is NaN; `-0 < +0`): in
+/// software by default (equal operands, `-0 == +0`, merge their sign bits), as one PTX
+/// instruction where the GPU has it (`max.NaN.f32`, sm_80 and later; PTX has no `f64`
+/// form). Both give the same value for every pair of operands.
+trait MinMaxNan: Copy {
+    fn max_nan(self, o: Self) -> Self;
+    fn min_nan(self, o: Self) -> Self;
+}
+
+macro_rules! soft_min_max_nan {
+    ($t:ident) => {
+        #[inline(always)]
+        fn max_nan(self, o: Self) -> Self {
+            if self != self || o != o {
+                <$t>::NAN
+            } else if self == o {
+                <$t>::from_bits(self.to_bits() & o.to_bits())
+            } else if o > self {
+                o
+            } else {
+                self
+            }
+        }
+        #[inline(always)]
+        fn min_nan(self, o: Self) -> Self {
+            if self != self || o != o {
+                <$t>::NAN
+            } else if self == o {
+                <$t>::from_bits(self.to_bits() | o.to_bits())
+            } else if o < self {
+                o
+            } else {
+                self
+            }
+        }
+    };
+}
+
+impl MinMaxNan for f64 {
+    soft_min_max_nan!(f64);
+}
+
+#[cfg(not(all(target_arch = "nvptx64", target_feature = "sm_80")))]
+impl MinMaxNan for f32 {
+    soft_min_max_nan!(f32);
+}
+
+#[cfg(all(target_arch = "nvptx64", target_feature = "sm_80"))]
+impl MinMaxNan for f32 {
+    #[inline(always)]
+    fn max_nan(self, o: Self) -> Self {
+        let r: f32;
+        // SAFETY: a register-to-register instruction of sm_80 and later (this build's
+        // target).
+        unsafe {
+            core::arch::asm!("max.NaN.f32 {0}, {1}, {2};", out(reg32) r, in(reg32) self,
+                             in(reg32) o, options(pure, nomem, nostack, preserves_flags))
+        };
+        r
+    }
+    #[inline(always)]
+    fn min_nan(self, o: Self) -> Self {
+        let r: f32;
+        // SAFETY: as `max_nan`.
+        unsafe {
+            core::arch::asm!("min.NaN.f32 {0}, {1}, {2};", out(reg32) r, in(reg32) self,
+                             in(reg32) o, options(pure, nomem, nostack, preserves_flags))
+        };
+        r
+    }
+}
+
 macro_rules! float {
     ($t:ident, $bits:ident, $sign:expr, $sqrt:ident, $fma:ident, $exp:ident, $log:ident,
      $sin:ident, $cos:ident, $tanh:ident, $pow:ident) => {
@@ -338,6 +451,8 @@ macro_rules! float {
             #[inline(always)] fn max(self, o: Self) -> Self {
                 if self != self || o != o { <$t>::NAN } else if o > self { o } else { self }
             }
+            #[inline(always)] fn maximum(self, o: Self) -> Self { MinMaxNan::max_nan(self, o) }
+            #[inline(always)] fn minimum(self, o: Self) -> Self { MinMaxNan::min_nan(self, o) }
             #[inline(always)] fn is_nan(self) -> bool { self != self }
         }
         impl Signed for $t {

@@ -37,8 +37,13 @@ pub const SLOTS: u32 = 256;
 pub const MAX_GROUPS: u32 = 1024;
 /// Most slots a thread of the row kernel holds ([`row_threads`]).
 pub const ROW_SLOTS: u32 = 4;
-/// Reductions of more chunks than this take one slot per thread in the row kernel.
+/// Reductions of more chunks than this take [`LONG_ROW_SLOTS`] slots per thread in the row
+/// kernel.
 pub const LONG_ROW_CHUNKS: u32 = 2048;
+/// Slots a thread of the row kernel holds in reductions of more than [`LONG_ROW_CHUNKS`]
+/// chunks: two groups a block, so one-output reductions of [`MAX_GROUPS`] groups take 512
+/// blocks, one wave at five blocks an SM (`benches/NOTES.md`).
+pub const LONG_ROW_SLOTS: u32 = 2;
 /// Reductions shorter than twice this have one group.
 pub const GROUP_MIN: u32 = 1 << 16;
 /// Kept (output) dimensions after collapsing.
@@ -106,13 +111,14 @@ pub const fn row_shift(n: u32, w: u32) -> u32 {
 /// The row kernel's threads per group of a reduction of length `n`, `log2`: the group's
 /// `1 << `[`row_shift`] slots over threads of [`ROW_SLOTS`] slots each (fewer where the
 /// group has fewer slots: one thread), thread `t` holding slots `t + (1 << row_threads) *
-/// m`; one slot per thread past [`LONG_ROW_CHUNKS`] chunks (every slot then has more than
-/// eight chunks: a thread has work enough, and loads four passes at a time). A performance
-/// choice only: the order is the slots', whoever folds them (`benches/NOTES.md`).
+/// m`; [`LONG_ROW_SLOTS`] slots per thread past [`LONG_ROW_CHUNKS`] chunks (every slot then
+/// has more than eight chunks: a thread has work enough, and loads two passes of its two
+/// slots at a time). A performance choice only: the order is the slots', whoever folds them
+/// (`benches/NOTES.md`).
 pub const fn row_threads(n: u32, w: u32) -> u32 {
     let shift = row_shift(n, w);
     if n.div_ceil(w) > LONG_ROW_CHUNKS {
-        shift
+        shift - LONG_ROW_SLOTS.trailing_zeros()
     } else {
         shift.saturating_sub(ROW_SLOTS.trailing_zeros())
     }
@@ -319,11 +325,13 @@ pub struct Sum;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Prod;
-/// Minimum, NaN-propagating; a reduction of nothing is an error.
+/// Minimum, NaN-propagating, `-0` below `+0` ([`Num::minimum`]: the result does not
+/// depend on the order); a reduction of nothing is an error.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Amin;
-/// Maximum, NaN-propagating; a reduction of nothing is an error.
+/// Maximum, NaN-propagating, `+0` above `-0` ([`Num::maximum`]); a reduction of nothing is
+/// an error.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Amax;
@@ -392,8 +400,8 @@ macro_rules! acc_reduce {
 }
 acc_reduce!(Sum, Num, |a, b| a.add(b), empty Some(T::ZERO));
 acc_reduce!(Prod, Num, |a, b| a.mul(b), empty Some(T::ONE));
-acc_reduce!(Amin, Num, |a, b| a.min(b), empty None);
-acc_reduce!(Amax, Num, |a, b| a.max(b), empty None);
+acc_reduce!(Amin, Num, |a, b| a.minimum(b), empty None);
+acc_reduce!(Amax, Num, |a, b| a.maximum(b), empty None);
 
 impl<T: Float<Acc: Float>> Reduce<T> for Mean {
     type Acc = T::Acc;
@@ -486,7 +494,7 @@ fn beats<A: Num>(b: ArgAcc<A>, a: ArgAcc<A>, better: impl Fn(A, A) -> bool) -> b
 }
 
 macro_rules! arg_reduce {
-    ($op:ident, |$b:ident, $a:ident| $better:expr) => {
+    ($op:ident, |$b:ident, $a:ident| $better:expr, |$x:ident, $v:ident| $wins:expr) => {
         impl<T: Num> Reduce<T> for $op {
             type Acc = ArgAcc<T::Acc>;
             type Out = i64;
@@ -498,9 +506,25 @@ macro_rules! arg_reduce {
                     index: i,
                 }
             }
+            /// [`beats`] where `i` is above every position in `acc` (a slot folds in
+            /// increasing position): a NaN wins over a number, a number only by `$wins`,
+            /// which is also true of a NaN `x` (an unordered comparison), and nothing wins
+            /// over a NaN. Two compares and a select a pair, no position compare.
+            // `!(x <= v)` is meant: true for a NaN `x` (an unordered compare, one `setp`).
+            #[allow(clippy::neg_cmp_op_on_partial_ord)]
             #[inline(always)]
             fn fold(&self, acc: Self::Acc, x: T, i: u32) -> Self::Acc {
-                <Self as Reduce<T>>::combine(self, acc, <Self as Reduce<T>>::first(self, x, i))
+                let ($x, $v) = (x.to_acc(), acc.value);
+                #[allow(clippy::eq_op)]
+                let acc_is_number = $v == $v;
+                if acc_is_number && $wins {
+                    ArgAcc {
+                        value: $x,
+                        index: i,
+                    }
+                } else {
+                    acc
+                }
             }
             #[inline(always)]
             fn combine(&self, a: Self::Acc, b: Self::Acc) -> Self::Acc {
@@ -528,8 +552,8 @@ macro_rules! arg_reduce {
         }
     };
 }
-arg_reduce!(Argmin, |b, a| b < a);
-arg_reduce!(Argmax, |b, a| b > a);
+arg_reduce!(Argmin, |b, a| b < a, |x, v| !(x >= v));
+arg_reduce!(Argmax, |b, a| b > a, |x, v| !(x <= v));
 
 /// Elements that read as true or false: non-zero is true (NaN too, as in PyTorch).
 pub trait Truth: Copy {
@@ -949,8 +973,9 @@ mod gpu {
     /// thread `t` of a pair's threads folding slots `t + (1 << rt) * m`, `m < M`: the
     /// chunks of slot `s` are `s, s + SLOTS, …` (a group of more than `SLOTS` chunks has
     /// `row_shift == SLOT_BITS`). A pass reads one chunk of each slot as 16-byte vectors,
-    /// loads first: with one slot a thread, four whole passes at a time; else one pass at
-    /// a time, `M` loads, each slot's chunk guarded (whole or absent); the group's last,
+    /// loads first: with [`LONG_ROW_SLOTS`] slots a thread (long rows), two whole passes at
+    /// a time, then one pass at a time, `M` loads, each slot's chunk guarded (whole or
+    /// absent); the group's last,
     /// partial chunk at the end, element by element. The halving tree's levels of
     /// distance `1 << rt` and up fold in registers, the others in [`segment_tree`].
     /// `SLOTS * size_of::<Acc>()` bytes of dynamic shared memory.
@@ -966,7 +991,8 @@ mod gpu {
         scratch: *mut AccOf<S, T, K>,
     ) {
         const MR: usize = ROW_SLOTS as usize;
-        const BATCH: usize = 4;
+        const LM: usize = LONG_ROW_SLOTS as usize;
+        const BATCH: usize = 2;
         let op = src.reduction();
         let (tid, _, bid) = tile_thread();
         let w = W as u32;
@@ -1015,18 +1041,24 @@ mod gpu {
             };
             let whole = len / w * w;
             let mut pass = 0;
-            if m_used == 1 {
-                // One slot a thread (long rows): `BATCH` whole passes at a time.
+            if m_used == LM {
+                // Long rows (`LONG_ROW_SLOTS` slots a thread): `BATCH` whole passes at a
+                // time, every load first.
                 while pass + BATCH as u32 * step <= whole {
-                    let mut v = [core::mem::MaybeUninit::<[[T; W]; K]>::uninit(); BATCH];
+                    let mut v = [[core::mem::MaybeUninit::<[[T; W]; K]>::uninit(); LM]; BATCH];
                     unrolled!(BATCH, |b| {
-                        v[b] = core::mem::MaybeUninit::new(vec(pass + b as u32 * step + first(0)));
+                        unrolled!(LM, |m| {
+                            let c = pass + b as u32 * step + first(m);
+                            v[b][m] = core::mem::MaybeUninit::new(vec(c));
+                        });
                     });
                     unrolled!(BATCH, |b| {
                         let p = pass + b as u32 * step;
-                        // SAFETY: the load phase wrote every `v[b]`.
-                        let x = unsafe { v[b].assume_init() };
-                        acc[0] = fold_chunk(acc[0], &x, p + first(0), p);
+                        unrolled!(LM, |m| {
+                            // SAFETY: the load phase wrote every `v[b][m]`.
+                            let x = unsafe { v[b][m].assume_init() };
+                            acc[m] = fold_chunk(acc[m], &x, p + first(m), p);
+                        });
                     });
                     pass += BATCH as u32 * step;
                 }
@@ -1517,14 +1549,15 @@ mod tests {
         // A row of 16 f32 (4 slots) on one thread, 256 rows a block.
         assert_eq!(row_threads(16, 4), 0);
         assert_eq!(row_blocks(1000, 1, 16, 4), 4);
-        // Up to `LONG_ROW_CHUNKS` chunks: 64 threads of four of the 256 slots; past it one
-        // slot a thread (256 threads a row).
+        // Up to `LONG_ROW_CHUNKS` chunks: 64 threads of four of the 256 slots; past it two
+        // slots a thread (128 threads a row, two rows a block).
         assert_eq!(row_threads(4 * LONG_ROW_CHUNKS, 4), 6);
-        assert_eq!(row_threads(4 * LONG_ROW_CHUNKS + 1, 4), SLOT_BITS);
-        assert_eq!(row_threads(1 << 16, 1), SLOT_BITS);
-        // Groups are pairs of their own: one output of 1024 groups, a block each.
-        assert_eq!(row_blocks(1, 1024, 1 << 28, 4), 1024);
-        assert_eq!(row_blocks(3, 2, (1 << 17) + 9, 4), 6);
+        assert_eq!(row_threads(4 * LONG_ROW_CHUNKS + 1, 4), SLOT_BITS - 1);
+        assert_eq!(row_threads(1 << 16, 1), SLOT_BITS - 1);
+        // Groups are pairs of their own: one output of 1024 groups, two a block (one wave
+        // of 512 blocks at five blocks an SM of 132).
+        assert_eq!(row_blocks(1, 1024, 1 << 28, 4), 512);
+        assert_eq!(row_blocks(3, 2, (1 << 17) + 9, 4), 3);
         for w in [1, 2, 4, 8, 16] {
             for n in 0..=(SLOTS * w * 9) {
                 let (shift, rt) = (row_shift(n, w), row_threads(n, w));
@@ -1533,8 +1566,8 @@ mod tests {
                     rt <= shift && shift - rt <= ROW_SLOTS.trailing_zeros(),
                     "n {n} w {w}"
                 );
-                // Several groups only with one slot a thread.
-                assert!(groups_used(n, w) == 1 || rt == SLOT_BITS);
+                // Several groups only with `LONG_ROW_SLOTS` slots a thread.
+                assert!(groups_used(n, w) == 1 || shift - rt == LONG_ROW_SLOTS.trailing_zeros());
             }
         }
     }

@@ -134,6 +134,19 @@ def test_same_values_any_layout_same_bits():
         assert np.array_equal(a.view(np.uint32), b.view(np.uint32)), dim
 
 
+def test_amax_amin_order_signed_zeros():
+    """``amax`` is +0 and ``amin`` -0 whenever a row holds both zeros, wherever they are
+    (IEEE 754-2019 maximum/minimum: the GPU's ``max.NaN`` and the twin agree); a row of one
+    zero gives that zero; a NaN still wins."""
+    for t in (np.float32, np.float64, np.float16):
+        x = np.array([[-0.0, 0.0, -0.0], [0.0, -0.0, -0.0], [-0.0, -0.0, -0.0],
+                      [0.0, 0.0, 0.0], [0.0, np.nan, -0.0]], t)
+        hi, lo = sa.amax(x, 1), sa.amin(x, 1)
+        assert np.signbit(hi[:4]).tolist() == [False, False, True, False]
+        assert np.signbit(lo[:4]).tolist() == [True, True, True, False]
+        assert np.isnan(hi[4]) and np.isnan(lo[4])
+
+
 def test_empty_reductions():
     z = np.zeros((0, 3), np.float32)
     assert sa.sum(z, 0).tolist() == [0.0, 0.0, 0.0]

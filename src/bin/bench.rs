@@ -5,12 +5,14 @@
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
-//! what they move. Reductions (group `reduce`) count the input read once and report the
-//! input's elements; their outputs are not counted. `--release-pool`: the device's memory
-//! pool gives freed memory back at every synchronisation (the driver's default) instead of
-//! keeping it (the library's; `Gpu::set_memory_cache_limit`), for comparison. `--diet`:
-//! every family whose op has an expression program, its kernel against its program
-//! (`bench/diet.rs`; squares of 8192², 2048² with `--quick`; `--only` filters families).
+//! what they move. Reductions (groups `reduce`, `reduce_rows` and `reduce_rows_expr`) count
+//! every input read once (an expression reduction's broadcast `[rows, 1]` operand once per
+//! element it holds) and report the first input's elements; their outputs are not counted.
+//! `--release-pool`: the device's memory pool gives freed memory back at every
+//! synchronisation (the driver's default) instead of keeping it (the library's;
+//! `Gpu::set_memory_cache_limit`), for comparison. `--diet`: every family whose op has an
+//! expression program, its kernel against its program (`bench/diet.rs`; squares of 8192²,
+//! 2048² with `--quick`; `--only` filters families).
 //! `STRIDED_APPLY_BENCH_QUEUED=1`: each timed call waits in the stream behind a 50 µs spin
 //! kernel, so that the events exclude the host's submission of the call (see `load_spin`).
 
@@ -170,6 +172,27 @@ const GROUPS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "reduce_rows_expr",
+        &[
+            "sumexp_rows128_f32",
+            "sqdev_rows128_f32",
+            "sumexp_rows128_bf16",
+            "sqdev_rows128_bf16",
+            "sumexp_rows1024_f32",
+            "sqdev_rows1024_f32",
+            "sumexp_rows1024_bf16",
+            "sqdev_rows1024_bf16",
+            "sumexp_rows4096_f32",
+            "sqdev_rows4096_f32",
+            "sumexp_rows4096_bf16",
+            "sqdev_rows4096_bf16",
+            "sumexp_rows32768_f32",
+            "sqdev_rows32768_f32",
+            "sumexp_rows32768_bf16",
+            "sqdev_rows32768_bf16",
+        ],
+    ),
+    (
         "expr",
         &[
             "expr_contiguous_add",
@@ -318,6 +341,23 @@ fn check_label<T: Distance>(got: &[T], want: &[T]) -> String {
     match first_mismatch(got, want, ops::Tolerance::Exact) {
         None => "GPU=CPU".to_string(),
         Some(m) => format!("MISMATCH {m}"),
+    }
+}
+
+/// [`check_label`] for results within `max_ulp` of the CPU twin (transcendentals: each side
+/// within the library's ulp bounds, not bit-identical): `GPU~CPU (max k ulp)` when some
+/// differ by at most `max_ulp`.
+fn check_label_ulp<T: Distance>(got: &[T], want: &[T], max_ulp: u64) -> String {
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(&g, &c)| T::distance(g, c))
+        .max()
+        .unwrap_or(0);
+    match worst {
+        0 if got.len() == want.len() => "GPU=CPU".to_string(),
+        k if k <= max_ulp && got.len() == want.len() => format!("GPU~CPU (max {k} ulp)"),
+        _ => check_label(got, want),
     }
 }
 
@@ -852,6 +892,7 @@ const RUNS: &[(&[&str], Run)] = &[
     (&["stencil"], stencils),
     (&["reduce"], reductions),
     (&["reduce_rows"], short_rows),
+    (&["reduce_rows_expr"], short_rows_expr),
     (&["expr"], expressions),
     (&["opset"], opset::opset),
     (&["tier1"], tier1::tier1),
@@ -1343,6 +1384,133 @@ fn short_rows(bench: &Bench) -> Result<()> {
         }
         five!(f32, 55, rand_f32);
         five!(bf16, 56, rand_bf16);
+    }
+    Ok(())
+}
+
+/// Each row's maximum of a row-major matrix with rows of `len` elements (no NaN in it).
+fn row_max<T: Copy + PartialOrd>(host: &[T], len: usize) -> Vec<T> {
+    host.chunks(len)
+        .map(|r| {
+            r.iter()
+                .copied()
+                .fold(r[0], |a, b| if b > a { b } else { a })
+        })
+        .collect()
+}
+
+/// Times the expression `f` over `x` (`[rows, len]`) and `m` (`[rows, 1]`, broadcast along
+/// each row) reduced by `op` over axis 1 (`Compiled::reduce`, one pass, no temporary) into a
+/// NaN-poisoned `[rows]` output of `T`, and checks one result against the CPU twin
+/// (`Compiled::reduce_cpu`: both fold in the library's order, so bit for bit where the
+/// expression's ops are exact; within `max_ulp` where it has transcendentals, whose values
+/// differ in the last bits on the two sides). Bytes: `x` and
+/// `m` read once each (`(rows * len + rows) * size_of::<T>()`, the output not counted, as
+/// [`bench_reduce`]); elements: `x`'s. Operand sets that fit in L2 are rotated.
+#[allow(clippy::too_many_arguments)]
+fn bench_expr_rows<T: Elem + Distance>(
+    gpu: &Gpu,
+    case: &str,
+    f: &strided_apply::expr::Compiled,
+    op: strided_apply::expr::ReduceOp,
+    x: &Operand<T>,
+    m: &Operand<T>,
+    poison: T,
+    max_ulp: u64,
+) -> Result<()> {
+    use strided_apply::expr::{DeviceArg, HostTensor, HostTensorMut};
+    let rows = m.layout.numel();
+    let out = Layout::contiguous(&[rows])?;
+    let n = x.layout.numel();
+    let bytes = (n + rows) * size_of::<T>();
+    let sets = ROTATE_BYTES.div_ceil(bytes.max(1)).clamp(1, 64);
+    let up = |o: &Operand<T>| {
+        DeviceTensor::from_slice(gpu, &o.host, &[o.host.len()])?.with_layout(o.layout.clone())
+    };
+    let mut tensors = Vec::with_capacity(sets);
+    for _ in 0..sets {
+        let dout = DeviceTensor::from_slice(gpu, &vec![poison; rows], &[rows])?;
+        tensors.push((up(x)?, up(m)?, dout));
+    }
+    let run = |dx: &DeviceTensor<T>, dm: &DeviceTensor<T>, dout: &mut DeviceTensor<T>| {
+        f.reduce(
+            gpu,
+            op,
+            dout,
+            &[DeviceArg::from(dx), DeviceArg::from(dm)],
+            &[],
+            &[1],
+        )
+    };
+    let (dx, dm, dout) = &mut tensors[0];
+    run(dx, dm, dout)?;
+    let got = dout.buffer_to_vec(gpu)?;
+    let mut want = vec![poison; rows];
+    f.reduce_cpu(
+        op,
+        HostTensorMut::new(bytemuck::cast_slice_mut(&mut want), T::TYPE, &out),
+        &[
+            HostTensor::new(bytemuck::cast_slice(&x.host), T::TYPE, &x.layout),
+            HostTensor::new(bytemuck::cast_slice(&m.host), T::TYPE, &m.layout),
+        ],
+        &[],
+        &[1],
+    )?;
+    let check = check_label_ulp(&got, &want, max_ulp);
+    let ms = median_ms(gpu, |i| {
+        let (dx, dm, dout) = &mut tensors[i % sets];
+        run(dx, dm, dout)
+    })?;
+    report(case, T::NAME, n, bytes, ms, &check);
+    Ok(())
+}
+
+/// The two expression reductions of one random `[rows, len]` matrix `x` of `T` (built here,
+/// dropped at the end) with `m` its row maxima (`[rows, 1]`, computed on the host):
+/// `sumexp_rows{len}_{T}`, the sum over each row of `exp(x - m)` (softmax's denominator),
+/// and `sqdev_rows{len}_{T}`, the mean over each row of `(x - m) * (x - m)`. Both compile
+/// for `x` and `m` of `T`, so the output is `T` (a bf16 expression computes in f32 and
+/// rounds each value once to bf16 before it is folded in f32).
+fn expr_rows<T: Elem + Distance + PartialOrd>(
+    gpu: &Gpu,
+    rows: usize,
+    len: usize,
+    seed: u64,
+    rand: impl Fn(u64) -> T,
+    poison: T,
+) -> Result<()> {
+    use strided_apply::expr::{Arg, Expr, ReduceOp};
+    let x = dense(&[rows, len], seed, rand)?;
+    let m = Operand {
+        host: row_max(&x.host, len),
+        layout: Layout::contiguous(&[rows, 1])?,
+    };
+    let args = [("x", Arg::Tensor(T::TYPE)), ("m", Arg::Tensor(T::TYPE))];
+    // `exp`: each side within 2 ulp of an f64 reference (`ops::Tolerance`), so a sum of
+    // them differs by a few ulp of the sum at most; the squares are exact.
+    for (name, text, op, max_ulp) in [
+        ("sumexp", "exp(x - m)", ReduceOp::Sum, 8),
+        ("sqdev", "(x - m) * (x - m)", ReduceOp::Mean, 0),
+    ] {
+        let f = Expr::parse(text)?.compile(&args, None)?;
+        let case = format!("{name}_rows{len}_{}", T::NAME);
+        bench_expr_rows(gpu, &case, &f, op, &x, &m, poison, max_ulp)?;
+    }
+    Ok(())
+}
+
+/// Expression reductions over short rows (issue #41): dim 1 of a contiguous `[total / len,
+/// len]` matrix `x`, `total` 2^28 elements (2^24 quick), rows of 128 to 32768 elements, with
+/// a `[rows, 1]` operand `m` broadcast along each row (see [`expr_rows`]). For each length,
+/// one f32 and then one bf16 matrix, each built once and dropped before the next; cases
+/// `{sumexp,sqdev}_rows{len}_{dtype}`, in the order of [`GROUPS`].
+fn short_rows_expr(bench: &Bench) -> Result<()> {
+    let (gpu, quick) = (&bench.gpu, bench.quick);
+    let total = if quick { 1 << 24 } else { 1 << 28 };
+    for len in [128, 1024, 4096, 32768] {
+        let rows = total / len;
+        expr_rows(gpu, rows, len, 57, rand_f32, f32::NAN)?;
+        expr_rows(gpu, rows, len, 58, rand_bf16, bf16::NAN)?;
     }
     Ok(())
 }

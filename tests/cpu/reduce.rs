@@ -51,11 +51,16 @@ macro_rules! float_acc {
             const ONE: Self = 1.0;
             fn add(self, o: Self) -> Self { self + o }
             fn mul(self, o: Self) -> Self { self * o }
+            // IEEE 754-2019 `minimum`/`maximum`: NaN wins, `-0 < +0`.
             fn lesser(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() { <$t>::NAN } else if o < self { o } else { self }
+                if self.is_nan() || o.is_nan() { <$t>::NAN }
+                else if o == self { if o.is_sign_negative() { o } else { self } }
+                else if o < self { o } else { self }
             }
             fn greater(self, o: Self) -> Self {
-                if self.is_nan() || o.is_nan() { <$t>::NAN } else if o > self { o } else { self }
+                if self.is_nan() || o.is_nan() { <$t>::NAN }
+                else if o == self { if o.is_sign_positive() { o } else { self } }
+                else if o > self { o } else { self }
             }
             fn square(self) -> Self { self * self }
             fn square_add(self, acc: Self) -> Self { self.mul_add(self, acc) }
@@ -916,23 +921,37 @@ where
             T::NAME
         );
     }
-    // Ties of +0 and -0: each step keeps its lower-index operand (`o < self` is false),
-    // so the sign that comes out is the one the order's reference picks.
+    // Ties of +0 and -0: `-0 < +0` (IEEE 754-2019 `maximum`/`minimum`), so amax is +0 and
+    // amin -0 wherever the two zeros are, and a row of one zero gives that zero.
     for n in [2usize, 1000, (1 << 17) + 5] {
-        let z: Vec<T> = (0..n)
-            .map(|_| T::from_f64(if rng.next() & 1 == 0 { 0.0 } else { -0.0 }))
-            .collect();
-        for (got, which) in [
-            (reduce_all(Amin, &z), Op::Amin),
-            (reduce_all(Amax, &z), Op::Amax),
-        ] {
-            let want = reference(which, &z).unwrap();
-            assert_eq!(
-                got.unwrap().bits(),
-                want.bits(),
-                "{which:?} {} of ±0, n = {n}",
-                T::NAME
-            );
+        for mix in 0..3 {
+            let z: Vec<T> = (0..n)
+                .map(|i| {
+                    let neg = match mix {
+                        0 => rng.next() & 1 == 1 || i == 0,
+                        1 => false,
+                        _ => true,
+                    };
+                    T::from_f64(if neg { -0.0 } else { 0.0 })
+                })
+                .collect();
+            let has = |neg: bool| {
+                z.iter()
+                    .any(|v| (v.bits() == T::from_f64(-0.0).bits()) == neg)
+            };
+            let pick = |neg: bool| T::from_f64(if neg { -0.0 } else { 0.0 }).bits();
+            let (amin, amax) = (pick(has(true)), pick(!has(false)));
+            for (got, want, which) in [
+                (reduce_all(Amin, &z), amin, "amin"),
+                (reduce_all(Amax, &z), amax, "amax"),
+            ] {
+                assert_eq!(
+                    got.unwrap().bits(),
+                    want,
+                    "{which} {} of ±0, n = {n}, mix {mix}",
+                    T::NAME
+                );
+            }
         }
     }
 }

@@ -499,7 +499,60 @@ pub fn reductions(gpu: &Gpu) -> TestResult {
             "sum of 12 ones into element 12 of the same buffer: {got:?}"
         ));
     }
+    // Signed zeros: `amax` is +0 and `amin` -0 whenever both zeros are in a row, wherever
+    // they are (the GPU's `max.NaN`/`min.NaN` and the twin's software agree, and neither
+    // depends on the order; the twin comparison above counts -0 equal to +0). Rows of
+    // 1000 (the row kernel's tree) and one row of 2^20 + 3 (16 groups and the final
+    // kernel); a NaN anywhere wins.
+    for (rows, len) in [(64usize, 1000usize), (1, (1 << 20) + 3)] {
+        let mut x = vec![0.0f32; rows * len];
+        let mut want = Vec::new();
+        for r in 0..rows {
+            let row = &mut x[r * len..(r + 1) * len];
+            let zeros = r % 4; // 0: both signs, 1: only +0, 2: only -0, 3: both and a NaN
+            for v in row.iter_mut() {
+                let neg = match zeros {
+                    1 => false,
+                    2 => true,
+                    _ => rng.next() & 1 == 1,
+                };
+                *v = if neg { -0.0 } else { 0.0 };
+            }
+            if zeros == 3 {
+                row[(rng.next() as usize) % len] = f32::NAN;
+            }
+            // (amax bits, amin bits); NaN: any NaN.
+            want.push(match zeros {
+                1 => (0, 0),
+                2 => (0x8000_0000, 0x8000_0000),
+                3 => (u32::MAX, u32::MAX),
+                _ => (0, 0x8000_0000),
+            });
+        }
+        let input = DeviceTensor::from_slice(gpu, &x, &[rows, len]).map_err(e)?;
+        let mut hi = DeviceTensor::from_slice(gpu, &vec![1.0f32; rows], &[rows]).map_err(e)?;
+        let mut lo = DeviceTensor::from_slice(gpu, &vec![1.0f32; rows], &[rows]).map_err(e)?;
+        strided_apply::reduce::reduce(gpu, Amax, &mut hi, &input, &[1]).map_err(e)?;
+        strided_apply::reduce::reduce(gpu, Amin, &mut lo, &input, &[1]).map_err(e)?;
+        let (hi, lo) = (hi.to_vec(gpu).map_err(e)?, lo.to_vec(gpu).map_err(e)?);
+        for (r, &(h, l)) in want.iter().enumerate() {
+            let same = |got: f32, bits: u32| {
+                if bits == u32::MAX {
+                    got.is_nan()
+                } else {
+                    got.to_bits() == bits
+                }
+            };
+            if !same(hi[r], h) || !same(lo[r], l) {
+                return Err(format!(
+                    "signed zeros, rows of {len}, row {r}: amax {:#x} amin {:#x}, want {h:#x} {l:#x}",
+                    hi[r].to_bits(),
+                    lo[r].to_bits()
+                ));
+            }
+        }
+    }
     Ok(format!(
-        "{count} (op, type, layout) cases over {families} (op, type) families, GPU = CPU twin; 3 device-side checks"
+        "{count} (op, type, layout) cases over {families} (op, type) families, GPU = CPU twin; 4 device-side checks"
     ))
 }
