@@ -7,7 +7,9 @@ use crate::common::random::{random_case, Limits};
 use crate::common::Rng;
 use crate::harness::{knob, TestResult};
 use strided_apply::dispatch::{DynOp, Scalar};
-use strided_apply::expr::{Arg, DeviceArg, Expr, RawTensor, ReduceOp, ScalarKind};
+use strided_apply::expr::{
+    tier1_launches, Arg, DeviceArg, Expr, RawTensor, ReduceOp, ScalarKind, Tier,
+};
 use strided_apply::gpu_kernels::{bf16, f16};
 use strided_apply::{DeviceTensor, ElemType, Error, Gpu, Layout};
 
@@ -946,8 +948,9 @@ pub fn tiled_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
     ))
 }
 
-/// One expression reduction on the CPU twin and on the GPU from the same words: `Ok(None)`
-/// when both refuse it with the same error, the first difference as an error.
+/// One expression reduction on the CPU twin and on the GPU, by the interpreter and by tier 1,
+/// from the same words: `Ok(None)` when all refuse it with the same error, the first
+/// difference as an error; `compiled` counts tier 1's launches.
 #[allow(clippy::too_many_arguments)]
 fn reduce_both(
     gpu: &Gpu,
@@ -958,6 +961,7 @@ fn reduce_both(
     host_in: &[Vec<u64>],
     shape: &[usize],
     axes: &[usize],
+    compiled: &mut u64,
 ) -> Result<Option<usize>, String> {
     let ot = c.out();
     let out_shape: Vec<usize> = (0..shape.len())
@@ -980,24 +984,35 @@ fn reduce_both(
         .iter()
         .map(|w| upload(gpu, w))
         .collect::<Result<_, _>>()?;
-    let dev_out = upload(gpu, &poison)?;
     let ins: Vec<RawTensor<'_>> = layouts
         .iter()
         .zip(types)
         .zip(&dev_in)
         .map(|((l, &t), d)| raw(d.buffer().addr(), t, l))
         .collect();
-    let out = raw(dev_out.buffer().addr(), ot, &lo);
-    // SAFETY: as above, in device buffers of this gpu holding the same words.
-    let dev = unsafe { c.launch_reduce(gpu, None, op, out, &ins, &[], axes) };
-    match (&cpu, &dev) {
-        (Ok(()), Ok(())) => {}
-        (Err(a), Err(b)) if a.to_string() == b.to_string() => return Ok(None),
-        _ => return Err(format!("CPU twin {cpu:?}, GPU {dev:?}")),
-    }
-    let got = download(gpu, &dev_out)?;
-    if let Some(d) = first_difference(ot, lo.numel(), &got, &host_out) {
-        return Err(d);
+    // The interpreter's kernels, then tier 1's (compiled at once, an error if its compile
+    // fails); where tier 1 takes the reduction it must have launched.
+    for tier in [Tier::Interpret, Tier::Compile] {
+        let dev_out = upload(gpu, &poison)?;
+        let out = raw(dev_out.buffer().addr(), ot, &lo);
+        let before = tier1_launches();
+        // SAFETY: as above, in device buffers of this gpu holding the same words.
+        let dev = unsafe {
+            c.clone()
+                .with_tier(tier)
+                .launch_reduce(gpu, None, op, out, &ins, &[], axes)
+        };
+        match (&cpu, &dev) {
+            (Ok(()), Ok(())) => {}
+            (Err(a), Err(b)) if a.to_string() == b.to_string() => return Ok(None),
+            _ => return Err(format!("{tier:?}: CPU twin {cpu:?}, GPU {dev:?}")),
+        }
+        gpu.synchronize().map_err(|e| format!("{tier:?}: {e}"))?;
+        *compiled += tier1_launches() - before;
+        let got = download(gpu, &dev_out)?;
+        if let Some(d) = first_difference(ot, lo.numel(), &got, &host_out) {
+            return Err(format!("{tier:?}: {d}"));
+        }
     }
     Ok(Some(lo.numel()))
 }
@@ -1019,7 +1034,7 @@ type FixedReduction = (
 pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
     let trials = knob("STRIDED_APPLY_EXPR_TRIALS", 400);
     let mut r = Rng(0xe4b7_0002);
-    let (mut ran, mut refused, mut outputs) = (0, 0, 0usize);
+    let (mut ran, mut refused, mut outputs, mut compiled) = (0, 0, 0usize, 0u64);
     for trial in 0..trials {
         let all = ["a", "b", "c"];
         let n_names = 1 + r.below(3) as usize;
@@ -1058,7 +1073,7 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
             .map(|(o, &t)| random_words(&mut r, t, o.len))
             .collect();
         let layouts: Vec<Layout> = case.inputs.iter().map(|o| o.layout.clone()).collect();
-        match reduce_both(gpu, &c, op, &types, &layouts, &host_in, &shape, &axes) {
+        match reduce_both(gpu, &c, op, &types, &layouts, &host_in, &shape, &axes, &mut compiled) {
             Ok(Some(n)) => {
                 ran += 1;
                 outputs += n;
@@ -1078,7 +1093,36 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
         ));
     }
     // Fixed shapes: (expression, input types and shapes, broadcast shape, axes).
-    let fixed: [FixedReduction; 7] = [
+    let fixed: [FixedReduction; 12] = [
+        // Tier 1's shapes: rows sharing a block with a broadcast operand and a partial last
+        // chunk (16-bit output: chunks of 8), long rows of several chunks per slot,
+        // several groups (the final kernel after tier 1's), f64's software maximum,
+        // three kept dimensions.
+        (
+            "exp(a - b)",
+            &[(BF16, &[300, 1003]), (BF16, &[300, 1])],
+            &[300, 1003],
+            &[1],
+        ),
+        (
+            "(a - b) * (a - b)",
+            &[(F16, &[40, 20_000]), (F16, &[40, 1])],
+            &[40, 20_000],
+            &[1],
+        ),
+        ("a * 3", &[(F32, &[3, 400_003])], &[3, 400_003], &[1]),
+        (
+            "a - b",
+            &[(F64, &[64, 777]), (F64, &[777])],
+            &[64, 777],
+            &[1],
+        ),
+        (
+            "a + b",
+            &[(F32, &[3, 4, 5, 66]), (F32, &[5, 1])],
+            &[3, 4, 5, 66],
+            &[3],
+        ),
         (
             "a * b",
             &[(F32, &[2, 300_000]), (F32, &[300_000])],
@@ -1124,7 +1168,17 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
             .map(|(&(t, _), l)| random_words(&mut r, t, l.numel()))
             .collect();
         for op in ReduceOp::ALL {
-            match reduce_both(gpu, &c, op, &types, &layouts, &host_in, shape, axes) {
+            match reduce_both(
+                gpu,
+                &c,
+                op,
+                &types,
+                &layouts,
+                &host_in,
+                shape,
+                axes,
+                &mut compiled,
+            ) {
                 Ok(Some(_)) => fixed_ran += 1,
                 Ok(None) => {}
                 Err(d) => {
@@ -1135,10 +1189,13 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
             }
         }
     }
-    if fixed_ran < 25 {
+    if fixed_ran < 50 {
         return Err(format!("only {fixed_ran} of the fixed reductions ran"));
     }
+    if compiled < 40 {
+        return Err(format!("tier 1 ran only {compiled} of the reductions"));
+    }
     Ok(format!(
-        "{ran} random reductions ({outputs} outputs; {refused} refused alike by both) and {fixed_ran} fixed ones bit-identical to the CPU twin"
+        "{ran} random reductions ({outputs} outputs; {refused} refused alike by both) and {fixed_ran} fixed ones bit-identical to the CPU twin, on the interpreter and on tier 1 ({compiled} compiled launches)"
     ))
 }

@@ -5,12 +5,14 @@
 //! functions called from the library the build compiled from the interpreter's own code
 //! ([`t1lib`]). So a compiled expression gives the interpreter's bits.
 //!
-//! Two kernel shapes, with the layout machinery of tier 0's kernels:
+//! The kernel shapes, with the layout machinery of tier 0's kernels:
 //! - [`Shape::Vector`]: `lanes` elements along dimension 0 per thread, one vector access per
 //!   operand (unit stride) or one element for all lanes (stride 0), over one dimension (with
 //!   a scalar tail) or rows of a multiple of `lanes` elements (tier 0's vectorised contract);
 //! - [`Shape::Strided`]: one element per thread and grid-stride step, any strides, the
-//!   coordinates by multiply-shift division ([`FastDiv`](gpu_kernels::FastDiv)).
+//!   coordinates by multiply-shift division ([`FastDiv`](gpu_kernels::FastDiv));
+//! - [`Shape::Tiled`]: tiles staged through shared memory for transposed inputs;
+//! - [`Shape::Reduce`]: an expression reduction's group kernel ([`reduce`]).
 
 use gpu_kernels::elem::ElemType;
 use std::fmt::Write;
@@ -38,6 +40,8 @@ pub(crate) enum Shape {
     /// 4-byte access, 2 × 2 blocks turned in registers): the staged inputs along axis 1,
     /// the output and the inputs of `words` along axis 0; otherwise one element per access.
     Tiled { pair: bool, staged: u16, words: u16 },
+    /// An expression reduction's group kernel ([`reduce`]).
+    Reduce(RedShape),
 }
 
 /// The divisions a tiled kernel takes, in order: a block's tile index by the tiles along
@@ -200,6 +204,9 @@ macro_rules! emit {
     }};
 }
 
+mod reduce;
+pub(crate) use reduce::{takes as reduce_takes, RedShape};
+
 impl Gen {
     fn f(&mut self) -> String {
         self.f += 1;
@@ -244,6 +251,53 @@ impl Gen {
         emit!(self, "mul.lo.u32 {r}, {q}, {d};");
         emit!(self, "sub.u32 {r}, {x}, {r};");
         (q, r)
+    }
+
+    /// The strides `{prefix}{k}_{d}` (`.s32` parameters) of operands `0..ops` along
+    /// dimensions `0..rank`, by operand.
+    fn stride_params(&mut self, prefix: &str, ops: usize, rank: usize) -> Vec<Vec<String>> {
+        (0..ops)
+            .map(|k| {
+                (0..rank)
+                    .map(|d| {
+                        let r = self.r();
+                        emit!(self, "ld.param.s32 {r}, [{prefix}{k}_{d}];");
+                        r
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// Each operand's offset of linear index `index` over dimensions of sizes `divs`
+    /// (dimension 0 fastest; the last dimension's size is not needed) and `strides` (by
+    /// operand, [`Gen::stride_params`]): `sum_d coord_d * stride_d` in 32-bit arithmetic.
+    fn offsets(
+        &mut self,
+        index: &str,
+        divs: &[[String; 3]],
+        strides: &[Vec<String>],
+    ) -> Vec<String> {
+        let rank = divs.len() + 1;
+        let offs: Vec<String> = strides.iter().map(|_| self.r()).collect();
+        for o in &offs {
+            emit!(self, "mov.u32 {o}, 0;");
+        }
+        let rest = self.r();
+        emit!(self, "mov.u32 {rest}, {index};");
+        for d in 0..rank {
+            let c = if d + 1 < rank {
+                let (q, c) = self.divmod(&rest, &divs[d]);
+                emit!(self, "mov.u32 {rest}, {q};");
+                c
+            } else {
+                rest.clone()
+            };
+            for (o, st) in offs.iter().zip(strides) {
+                emit!(self, "mad.lo.s32 {o}, {c}, {}, {o};", st[d]);
+            }
+        }
+        offs
     }
 
     fn label(&mut self) -> String {
@@ -773,6 +827,9 @@ impl Gen {
 ///   `shift` each: tiles along axes 0 and 1, batch axes 2 and 3), the sizes of axes 0 and 1
 ///   (`.u32`), each operand's strides of axes 0–4 (`.s32`).
 pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
+    if let Shape::Reduce(r) = shape {
+        return reduce::module(p, r, sm, lib);
+    }
     let mut g = Gen {
         sm,
         lib: lib.to_string(),
@@ -803,6 +860,8 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
                 params.extend((0..rank).map(|d| format!(".param .s32 st{k}_{d}")));
             }
         }
+        // Written by `reduce::module` (above).
+        Shape::Reduce(_) => {}
         Shape::Tiled { .. } => {
             for d in TILED_DIVS {
                 params.extend(["d", "magic", "shift"].map(|s| format!(".param .u32 {d}_{s}")));
@@ -813,40 +872,7 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             }
         }
     }
-    // Prologue: operand addresses, constants.
-    let base: Vec<String> = (0..ops)
-        .map(|k| {
-            let r = g.rd();
-            emit!(g, "ld.param.u64 {r}, [ptr{k}];");
-            emit!(g, "cvta.to.global.u64 {r}, {r};");
-            r
-        })
-        .collect();
-    let mut consts: Vec<Option<V>> = vec![None; MAX_CONSTS];
-    for i in p.code().iter().filter(|i| i.op == Opcode::Const as u8) {
-        let c = i.arg as usize % MAX_CONSTS;
-        if consts[c].is_some() {
-            continue;
-        }
-        let v = match Class::from_code(i.class) {
-            Some(Class::F64) => {
-                let r = g.d();
-                emit!(g, "ld.param.f64 {r}, [kc+{}];", 8 * c);
-                V::D(r)
-            }
-            Some(Class::Bool) => {
-                let h = g.h();
-                emit!(g, "ld.param.u8 {h}, [kc+{}];", 8 * c);
-                g.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {h}, 0;"))
-            }
-            _ => {
-                let r = g.f();
-                emit!(g, "ld.param.f32 {r}, [kc+{}];", 8 * c);
-                V::F(r)
-            }
-        };
-        consts[c] = Some(v);
-    }
+    let (base, consts) = prologue(&mut g, p, ops);
     let (tid, ntid, ctaid, nctaid) = (g.r(), g.r(), g.r(), g.r());
     emit!(g, "mov.u32 {tid}, %tid.x;");
     emit!(g, "mov.u32 {ntid}, %ntid.x;");
@@ -958,41 +984,14 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             let divs: Vec<[String; 3]> = (0..rank - 1)
                 .map(|d| g.div_params(&format!("dim{d}")))
                 .collect();
-            let strides: Vec<Vec<String>> = (0..ops)
-                .map(|k| {
-                    (0..rank)
-                        .map(|d| {
-                            let r = g.r();
-                            emit!(g, "ld.param.s32 {r}, [st{k}_{d}];");
-                            r
-                        })
-                        .collect()
-                })
-                .collect();
+            let strides = g.stride_params("st", ops, rank);
             let (step, i, more) = (g.r(), g.r(), g.p());
             emit!(g, "mul.lo.u32 {step}, {ntid}, {nctaid};");
             emit!(g, "mov.u32 {i}, {gid};");
             emit!(g, "LOOP:");
             emit!(g, "setp.ge.u32 {more}, {i}, {n};");
             emit!(g, "@{more} bra DONE;");
-            let offs: Vec<String> = (0..ops).map(|_| g.r()).collect();
-            for o in &offs {
-                emit!(g, "mov.u32 {o}, 0;");
-            }
-            let rest = g.r();
-            emit!(g, "mov.u32 {rest}, {i};");
-            for d in 0..rank {
-                let c = if d + 1 < rank {
-                    let (q, c) = g.divmod(&rest, &divs[d]);
-                    emit!(g, "mov.u32 {rest}, {q};");
-                    c
-                } else {
-                    rest.clone()
-                };
-                for k in 0..ops {
-                    emit!(g, "mad.lo.s32 {0}, {c}, {1}, {0};", offs[k], strides[k][d]);
-                }
-            }
+            let offs = g.offsets(&i, &divs, &strides);
             let addrs = addresses(&mut g, &offs);
             let ins = inputs_at(&mut g, &addrs, 1, 0);
             let out = run(&mut g, &ins, 1);
@@ -1007,10 +1006,59 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
         } => {
             shared = tiled(&mut g, p, &consts, &base, pair, staged, words, &sizes);
         }
+        Shape::Reduce(_) => {}
     }
     emit!(g, "DONE:");
     emit!(g, "ret;");
 
+    text(&g, &params, shared)
+}
+
+/// The prologue of every kernel: the operands' global addresses (`ptr{k}` parameters) and
+/// the registers of the constants `p` reads (from the `kc` parameter, each in its math type).
+fn prologue(g: &mut Gen, p: &Program, ops: usize) -> (Vec<String>, Vec<Option<V>>) {
+    let base: Vec<String> = (0..ops)
+        .map(|k| {
+            let r = g.rd();
+            emit!(g, "ld.param.u64 {r}, [ptr{k}];");
+            emit!(g, "cvta.to.global.u64 {r}, {r};");
+            r
+        })
+        .collect();
+    let mut consts: Vec<Option<V>> = vec![None; MAX_CONSTS];
+    for i in p.code().iter().filter(|i| i.op == Opcode::Const as u8) {
+        let c = i.arg as usize % MAX_CONSTS;
+        if consts[c].is_some() {
+            continue;
+        }
+        let v = match Class::from_code(i.class) {
+            Some(Class::F64) => {
+                let r = g.d();
+                emit!(g, "ld.param.f64 {r}, [kc+{}];", 8 * c);
+                V::D(r)
+            }
+            Some(Class::Bool) => {
+                let h = g.h();
+                emit!(g, "ld.param.u8 {h}, [kc+{}];", 8 * c);
+                g.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {h}, 0;"))
+            }
+            _ => {
+                let r = g.f();
+                emit!(g, "ld.param.f32 {r}, [kc+{}];", 8 * c);
+                V::F(r)
+            }
+        };
+        consts[c] = Some(v);
+    }
+    (base, consts)
+}
+
+/// The module's text: the header for `.target sm_{g.sm}`, the library, the static shared
+/// stage (`shared` bytes, if any), the kernel [`KERNEL`] with `params` and `g`'s registers
+/// and code.
+fn text(g: &Gen, params: &[String], shared: u32) -> String {
+    let lib = &g.lib;
+    let sm = g.sm;
     let mut text = format!(".version 7.8\n.target sm_{sm}\n.address_size 64\n\n{lib}\n");
     if shared > 0 {
         let _ = writeln!(text, ".shared .align 8 .b8 {STAGE}[{shared}];\n");
@@ -1543,6 +1591,60 @@ mod tests {
         );
     }
 
+    /// Input types and output type (`None`: the expression's) of the float programs.
+    const FLOAT_TYPES: [([ElemType; 3], Option<ElemType>); 5] = [
+        ([F32, F32, F32], None),
+        ([F64, F64, F64], None),
+        ([F16, BF16, F32], Some(BF16)),
+        ([F16, F16, F16], Some(F16)),
+        ([F32, F64, F32], Some(F32)),
+    ];
+
+    /// Each of [`EXPRS`] compiled for each of `types` (input types, output type) that tier 1
+    /// compiles: (expression index, type index, program). The only programs it does not
+    /// compile are `nextafter`'s over 16-bit floats (that step is the interpreter's).
+    fn programs(types: &[([ElemType; 3], Option<ElemType>)]) -> Vec<(usize, usize, Program)> {
+        let mut out = Vec::new();
+        for (x, text) in EXPRS.iter().enumerate() {
+            let e = Expr::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"));
+            for (t, (ty, o)) in types.iter().enumerate() {
+                let args = [
+                    ("a", Arg::Tensor(ty[0])),
+                    ("b", Arg::Tensor(ty[1])),
+                    ("c", Arg::Tensor(ty[2])),
+                ];
+                let c = e
+                    .compile(&args, *o)
+                    .unwrap_or_else(|err| panic!("{text}: {err}"));
+                let p = *c.program();
+                if supports(&p) {
+                    out.push((x, t, p));
+                } else {
+                    assert!(
+                        text.contains("nextafter") && ty.contains(&F16),
+                        "{text} over {ty:?}"
+                    );
+                }
+            }
+        }
+        out
+    }
+
+    /// Runs `ptxas` over the (name, text, target) jobs on four threads: each must compile.
+    fn compile_all(dir: &std::path::Path, jobs: Vec<(String, String, u32)>) {
+        let jobs = std::sync::Mutex::new(jobs);
+        std::thread::scope(|s| {
+            for _ in 0..4 {
+                s.spawn(|| {
+                    // The guard is consumed by `and_then`: no lock is held while ptxas runs.
+                    while let Some((name, text, sm)) = jobs.lock().ok().and_then(|mut j| j.pop()) {
+                        check(dir, &name, &text, sm);
+                    }
+                });
+            }
+        });
+    }
+
     /// Every generated module compiles with `ptxas` (the driver's compiler): each expression
     /// for the float types and bool outputs, each kernel shape, for sm_90 (and the first
     /// shape of each expression for sm_70 and sm_80), with the library's stored sm_70 PTX.
@@ -1551,14 +1653,8 @@ mod tests {
         let lib = lib();
         let dir = std::env::temp_dir().join(format!("sa-t1-ptxas-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary folder");
-        let types: &[([ElemType; 3], Option<ElemType>)] = &[
-            ([F32, F32, F32], None),
-            ([F64, F64, F64], None),
-            ([F16, BF16, F32], Some(BF16)),
-            ([F16, F16, F16], Some(F16)),
-            ([F32, F64, F32], Some(F32)),
-            ([F32, F32, F32], Some(Bool)),
-        ];
+        let mut types = FLOAT_TYPES.to_vec();
+        types.push(([F32, F32, F32], Some(Bool)));
         let shapes = [
             Shape::Vector {
                 lanes: 4,
@@ -1584,55 +1680,81 @@ mod tests {
             },
         ];
         let mut jobs = Vec::new();
-        for (x, text) in EXPRS.iter().enumerate() {
-            let e = Expr::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"));
-            for (t, (ty, out)) in types.iter().enumerate() {
-                let args = [
-                    ("a", Arg::Tensor(ty[0])),
-                    ("b", Arg::Tensor(ty[1])),
-                    ("c", Arg::Tensor(ty[2])),
-                ];
-                let c = e
-                    .compile(&args, *out)
-                    .unwrap_or_else(|err| panic!("{text}: {err}"));
-                let p = *c.program();
-                if !supports(&p) {
-                    // `nextafter` of a 16-bit float steps in that type: the interpreter's.
-                    assert!(
-                        text.contains("nextafter") && ty.contains(&F16),
-                        "{text} over {ty:?}"
-                    );
-                    continue;
-                }
-                let lib = crate::expr::tier1::lib_for(&p, &lib);
-                for (s, shape) in shapes.iter().enumerate() {
-                    // The older targets once per expression.
-                    let sms: &[u32] = if t == 0 && s == 0 {
-                        &[90, 80, 70]
-                    } else {
-                        &[90]
-                    };
-                    for &sm in sms {
-                        jobs.push((
-                            format!("e{x}_t{t}_s{s}_sm{sm}"),
-                            module(&p, *shape, sm, &lib),
-                            sm,
-                        ));
-                    }
+        for (x, t, p) in programs(&types) {
+            let lib = crate::expr::tier1::lib_for(&p, &lib);
+            for (s, shape) in shapes.iter().enumerate() {
+                // The older targets once per expression.
+                let sms: &[u32] = if t == 0 && s == 0 {
+                    &[90, 80, 70]
+                } else {
+                    &[90]
+                };
+                for &sm in sms {
+                    jobs.push((
+                        format!("e{x}_t{t}_s{s}_sm{sm}"),
+                        module(&p, *shape, sm, &lib),
+                        sm,
+                    ));
                 }
             }
         }
-        let jobs = std::sync::Mutex::new(jobs);
-        std::thread::scope(|s| {
-            for _ in 0..4 {
-                s.spawn(|| {
-                    // The guard is consumed by `and_then`: no lock is held while ptxas runs.
-                    while let Some((name, text, sm)) = jobs.lock().ok().and_then(|mut j| j.pop()) {
-                        check(&dir, &name, &text, sm);
-                    }
-                });
+        compile_all(&dir, jobs);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Every generated reduction kernel compiles with `ptxas`: each expression over the
+    /// float types, each reduction, tree depths from one slot to a block, one and several
+    /// kept dimensions, inputs read as vectors, strided and broadcast, one, two and four
+    /// slots a thread, for sm_90 (sm_70 and sm_80 on the first expression: the software
+    /// maximum and the bf16 rounding without `cvt`).
+    #[test]
+    fn generated_reduction_kernels_compile_with_ptxas() {
+        use strided_apply_expr::reduce::ReduceOp;
+        let lib = lib();
+        let dir = std::env::temp_dir().join(format!("sa-t1-red-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let types = &FLOAT_TYPES;
+        let shape = |op, shift, nkept, unit, bcast, per| {
+            Shape::Reduce(RedShape {
+                op,
+                shift,
+                nkept,
+                unit,
+                bcast,
+                per,
+            })
+        };
+        let shapes = [
+            shape(ReduceOp::Sum, 8, 1, 0b1110, 0, 0),
+            shape(ReduceOp::Mean, 5, 2, 0b0010, 0b0100, 2),
+            shape(ReduceOp::Amax, 0, 1, 0, 0b1000, 2),
+            shape(ReduceOp::Amin, 8, 3, 0b0100, 0b0010, 1),
+            shape(ReduceOp::Prod, 3, 6, 0, 0, 1),
+        ];
+        let mut jobs = Vec::new();
+        for (x, t, p) in programs(types) {
+            let lib = crate::expr::tier1::lib_for(&p, &lib);
+            for (s, shape) in shapes.iter().enumerate() {
+                // Every shape for the first expression, one each after it.
+                if x > 0 && s != (x + t) % shapes.len() {
+                    continue;
+                }
+                let sms: &[u32] = if x == 0 && t < 3 {
+                    &[90, 80, 70]
+                } else {
+                    &[90]
+                };
+                for &sm in sms {
+                    jobs.push((
+                        format!("r{x}_t{t}_s{s}_sm{sm}"),
+                        module(&p, *shape, sm, &lib),
+                        sm,
+                    ));
+                }
             }
-        });
+        }
+        assert!(jobs.len() > 60, "{} kernels", jobs.len());
+        compile_all(&dir, jobs);
         let _ = std::fs::remove_dir_all(&dir);
     }
 

@@ -32,6 +32,7 @@
 //! ```
 
 use super::device::DeviceArg;
+use super::tier1::Deferred;
 use super::{Compiled, NAMES};
 use crate::alias::Region;
 use crate::error::{Error, Result};
@@ -248,6 +249,14 @@ impl Compiled {
         // SAFETY: the caller's stream; the scratch is freed in its order.
         let scratch = unsafe { Scratch::for_groups(gpu, g.outputs, g.groups, 8, stream)? };
         let scratch = scratch.addr();
+        // Tier 1's group kernel where it has (or starts) one; a compile it starts begins
+        // when `later` drops, after the interpreter's launch below.
+        let mut later = Deferred::default();
+        // SAFETY: `plan` proved the geometry's invariants for these operands and the
+        // scratch; the caller's stream.
+        let compiled = super::tier1::with_tier(self.tier, || unsafe {
+            super::tier1::launch_reduce(gpu, stream, &p, &g, &ptrs.0, scratch, &mut later)
+        })?;
         let mut args: [*mut c_void; 4] = [
             &p as *const Program as *mut c_void,
             &g as *const Geometry as *mut c_void,
@@ -269,7 +278,9 @@ impl Compiled {
         // the inputs, the scratch holds `outputs * groups` accumulators; the launch shapes
         // are the kernels'.
         unsafe {
-            gpu.launch_named(MODULE, body::groups_kernel(&p), groups, stream, &mut args)?;
+            if !compiled {
+                gpu.launch_named(MODULE, body::groups_kernel(&p), groups, stream, &mut args)?;
+            }
             if g.groups > 1 {
                 let fin = LaunchShape {
                     grid: g.outputs,
@@ -279,6 +290,7 @@ impl Compiled {
                 gpu.launch_named(MODULE, FINAL_KERNEL, fin, stream, &mut args)?;
             }
         }
+        drop(later);
         Ok(())
     }
 

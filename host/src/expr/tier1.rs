@@ -754,21 +754,40 @@ pub(crate) unsafe fn launch<const N: usize>(
             block: ptx::TILE_THREADS,
             shared_bytes: 0,
         },
+        // `launch_reduce`'s.
+        Shape::Reduce(_) => return Ok(false),
     };
-    let mut args = params.pointers();
-    gpu.context()
-        .bind_to_thread()
-        .map_err(crate::gpu::driver("binding the context"))?;
     // SAFETY: the parameter list is the one `ptx::module` declares for `shape` (operand
     // addresses, constants, n, the shape's parameters, built above in that order); the
     // kernel reads only offsets of `plan` (the vector shape: the contract `layout` checked);
     // the caller proved the pointers, the plan and the stream.
+    unsafe { start(gpu, &f, launch, stream, &mut params) }?;
+    Ok(true)
+}
+
+/// Launches compiled kernel `f` with `params` on `stream` (the context bound first).
+///
+/// # Safety
+/// `params` are the kernel's parameter list, whose values meet its contract; `launch` is
+/// its launch shape; `stream` is a live stream of the gpu's context.
+unsafe fn start(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    launch: LaunchShape,
+    stream: CUstream,
+    params: &mut Params,
+) -> Result<()> {
+    let mut args = params.pointers();
+    gpu.context()
+        .bind_to_thread()
+        .map_err(crate::gpu::driver("binding the context"))?;
+    // SAFETY: the caller's.
     unsafe {
         cudarc::driver::result::launch_kernel(
             f.cu_function(),
             (launch.grid, 1, 1),
             (launch.block.0, launch.block.1, 1),
-            0,
+            launch.shared_bytes,
             stream,
             &mut args,
         )
@@ -778,6 +797,121 @@ pub(crate) unsafe fn launch<const N: usize>(
         source,
     })?;
     LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// `STRIDED_APPLY_EXPR_RED_PER` (0, 1 or 2): `log2` of the slots a thread of tier 1's
+/// reduction kernels folds, for every reduction, for measurements (read once).
+fn per_knob() -> Option<u8> {
+    static P: OnceLock<Option<u8>> = OnceLock::new();
+    *P.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_EXPR_RED_PER")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|p: &u8| *p <= 2)
+    })
+}
+
+/// Tier 1's group kernel of an expression reduction (`ptx::RedShape`), where tier 1 runs
+/// it: whether it launched. Takes float outputs of programs tier 1 compiles, one reduced
+/// dimension and at least one element; the caller launches the interpreter's final kernel
+/// after it where `g.groups > 1` (the scratch's accumulators are the interpreter's).
+///
+/// # Safety
+/// As the interpreter's group kernel (`expr::reduce`): `g`'s invariants hold for `ptrs`
+/// (operand `k`'s address at its base element, output first) and `scratch`; `stream` is a
+/// live stream of the gpu's context.
+pub(crate) unsafe fn launch_reduce(
+    gpu: &Gpu,
+    stream: CUstream,
+    p: &Program,
+    g: &strided_apply_expr::reduce::Geometry,
+    ptrs: &[u64],
+    scratch: u64,
+    later: &mut Deferred,
+) -> Result<bool> {
+    use strided_apply_expr::reduce::{chunk, SLOTS};
+    use strided_apply_expr::value::elem_of;
+    let ops = 1 + p.n_inputs as usize;
+    let out = elem_of(p.out);
+    let nkept = g.nkept as usize;
+    if tier() == Tier::Interpret
+        || g.n == 0
+        || g.nred != 1
+        || !(1..=g.kept.len()).contains(&nkept)
+        || ptrs.len() < ops
+        || !ptx::supports(p)
+        || !ptx::reduce_takes(out)
+    {
+        return Ok(false);
+    }
+    let w = chunk(out.size()) as i64;
+    let (mut unit, mut bcast) = (0u16, 0u16);
+    for k in 1..ops {
+        let rs = g.red_strides[k - 1][0] as i32;
+        let size = elem_of(p.inputs[k - 1]).size() as i64;
+        // A chunk of `w` elements of unit stride is read as vectors where every chunk's
+        // first element is aligned to its bytes (at most 16): the base, and each kept
+        // stride of a dimension of more than one output (chunks start at multiples of `w`).
+        let align = (w * size).min(16);
+        let aligned = ptrs[k] as i64 % align == 0
+            && (0..nkept).all(|d| {
+                g.kept[d].d == 1 || (g.kept_strides[k][d] as i32 as i64 * size) % align == 0
+            });
+        if rs == 0 {
+            bcast |= 1 << k;
+        } else if rs == 1 && aligned {
+            unit |= 1 << k;
+        }
+    }
+    let shape = Shape::Reduce(ptx::RedShape {
+        op: g.fold(strided_apply_expr::Class::F32).op,
+        shift: g.row_shift as u8,
+        nkept: nkept as u8,
+        unit,
+        bcast,
+        per: per_knob().unwrap_or_else(|| ptx::RedShape::per_for(g.n, w as u32)),
+    });
+    let Some(f) = function(gpu, stream, p, shape, later)? else {
+        return Ok(false);
+    };
+    let Some(grp) = FastDiv::new(g.groups) else {
+        return Ok(false);
+    };
+    let mut slots: Vec<u64> = ptrs[..ops].to_vec();
+    let kc_at = slots.len();
+    slots.extend([g.n, g.group_len, g.groups, g.outputs].map(u64::from));
+    slots.extend([grp.d, grp.magic, grp.shift].map(u64::from));
+    for d in &g.kept[..nkept - 1] {
+        slots.extend([d.d, d.magic, d.shift].map(u64::from));
+    }
+    for k in 0..ops {
+        slots.extend(g.kept_strides[k][..nkept].iter().map(|&s| s as u64));
+    }
+    slots.extend((1..ops).map(|k| g.red_strides[k - 1][0] as u64));
+    slots.push(scratch);
+    let mut params = Params {
+        slots,
+        consts: p.consts,
+        kc_at,
+    };
+    let Shape::Reduce(r) = shape else {
+        return Ok(false);
+    };
+    let Ok(grid) = u32::try_from(r.blocks(g.outputs, g.groups)) else {
+        return Ok(false);
+    };
+    let launch = LaunchShape {
+        grid,
+        block: (SLOTS, 1),
+        shared_bytes: 0,
+    };
+    // SAFETY: the parameter list is the one `ptx::reduce::module` declares (operand
+    // addresses, constants, the geometry's sizes, divisions and strides, the scratch, in
+    // that order); the kernel reads the offsets the geometry's invariants prove, vectors
+    // only for the inputs `unit` names (aligned, checked above), and writes the outputs or
+    // the scratch's `outputs * groups` accumulators; `r.blocks` blocks of `SLOTS` threads.
+    unsafe { start(gpu, &f, launch, stream, &mut params) }?;
     Ok(true)
 }
 
