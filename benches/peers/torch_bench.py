@@ -35,7 +35,9 @@ GROUPS = {
                     for name in ("f32", "bf16") for op in ("sum", "amax", "mean", "argmax", "sumsq")],
     # {op}_rows{len}_{dtype} of an expression of x and a broadcast [rows, 1] m: same order.
     "reduce_rows_expr": [f"{op}_rows{length}_{name}" for length in (128, 1024, 4096, 32768)
-                         for name in ("f32", "bf16") for op in ("sumexp", "sqdev")],
+                         for name in ("f32", "bf16") for op in ("sumexp", "sqdev")]
+                        + [f"{op}_cols{length}_{name}" for length in (1024, 32768)
+                           for name in ("f32", "bf16") for op in ("sumexp", "sqdev")],
     "opset": ["opset_erf_broadcast_row", "opset_where_isnan_f16_transposed", "opset_add_i8_contiguous",
               "opset_add_bf16_f32_broadcast_row", "opset_gelu_tanh_bf16_contiguous",
               "opset_gelu_tanh_bf16_transposed"],
@@ -365,6 +367,21 @@ if want("reduce_rows_expr"):
             xm = mk()
             for op, fn in EXPR_ROW_OPS:
                 reduction(f"{op}_rows{length}_{name}", xm, mk, (total // length,), fn)
+            del xm
+    # Columns: x [length, total // length], m its column maxima [1, total // length], the
+    # reductions over dim 0.
+    EXPR_COL_OPS = (
+        ("sumexp", lambda x, m, o: torch.sum(torch.exp(x - m), dim=0, out=o)),
+        ("sqdev", lambda x, m, o: torch.mean(torch.square(x - m), dim=0, out=o)),
+    )
+    for length in (1024, 32768):
+        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+            def mk(shape=(length, total // length), dtype=dtype):
+                x = rand(shape, dtype)
+                return x, torch.amax(x, dim=0, keepdim=True)
+            xm = mk()
+            for op, fn in EXPR_COL_OPS:
+                reduction(f"{op}_cols{length}_{name}", xm, mk, (total // length,), fn)
             del xm
 
 

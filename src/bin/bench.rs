@@ -190,6 +190,14 @@ const GROUPS: &[(&str, &[&str])] = &[
             "sqdev_rows32768_f32",
             "sumexp_rows32768_bf16",
             "sqdev_rows32768_bf16",
+            "sumexp_cols1024_f32",
+            "sqdev_cols1024_f32",
+            "sumexp_cols1024_bf16",
+            "sqdev_cols1024_bf16",
+            "sumexp_cols32768_f32",
+            "sqdev_cols32768_f32",
+            "sumexp_cols32768_bf16",
+            "sqdev_cols32768_bf16",
         ],
     ),
     (
@@ -1388,6 +1396,19 @@ fn short_rows(bench: &Bench) -> Result<()> {
     Ok(())
 }
 
+/// Each column's maximum of a row-major matrix with rows of `cols` elements (no NaN in it).
+fn col_max<T: Copy + PartialOrd>(host: &[T], cols: usize) -> Vec<T> {
+    let mut m = host[..cols].to_vec();
+    for r in host.chunks(cols).skip(1) {
+        for (a, &b) in m.iter_mut().zip(r) {
+            if b > *a {
+                *a = b;
+            }
+        }
+    }
+    m
+}
+
 /// Each row's maximum of a row-major matrix with rows of `len` elements (no NaN in it).
 fn row_max<T: Copy + PartialOrd>(host: &[T], len: usize) -> Vec<T> {
     host.chunks(len)
@@ -1401,7 +1422,8 @@ fn row_max<T: Copy + PartialOrd>(host: &[T], len: usize) -> Vec<T> {
 
 /// Times the expression `f` over `x` (`[rows, len]`) and `m` (`[rows, 1]`, broadcast along
 /// each row) reduced by `op` over axis 1 (`Compiled::reduce`, one pass, no temporary) into a
-/// NaN-poisoned `[rows]` output of `T`, and checks one result against the CPU twin
+/// NaN-poisoned `[rows]` output of `T` (or, with `axis` 0, `x` `[len, cols]` and `m` `[1,
+/// cols]` reduced over axis 0 into `[cols]`), and checks one result against the CPU twin
 /// (`Compiled::reduce_cpu`: both fold in the library's order, so bit for bit where the
 /// expression's ops are exact; within `max_ulp` where it has transcendentals, whose values
 /// differ in the last bits on the two sides). Bytes: `x` and
@@ -1417,6 +1439,7 @@ fn bench_expr_rows<T: Elem + Distance>(
     m: &Operand<T>,
     poison: T,
     max_ulp: u64,
+    axis: usize,
 ) -> Result<()> {
     use strided_apply::expr::{DeviceArg, HostTensor, HostTensorMut};
     let rows = m.layout.numel();
@@ -1439,7 +1462,7 @@ fn bench_expr_rows<T: Elem + Distance>(
             dout,
             &[DeviceArg::from(dx), DeviceArg::from(dm)],
             &[],
-            &[1],
+            &[axis],
         )
     };
     let (dx, dm, dout) = &mut tensors[0];
@@ -1454,7 +1477,7 @@ fn bench_expr_rows<T: Elem + Distance>(
             HostTensor::new(bytemuck::cast_slice(&m.host), T::TYPE, &m.layout),
         ],
         &[],
-        &[1],
+        &[axis],
     )?;
     let check = check_label_ulp(&got, &want, max_ulp);
     let ms = median_ms(gpu, |i| {
@@ -1478,12 +1501,23 @@ fn expr_rows<T: Elem + Distance + PartialOrd>(
     seed: u64,
     rand: impl Fn(u64) -> T,
     poison: T,
+    cols: bool,
 ) -> Result<()> {
     use strided_apply::expr::{Arg, Expr, ReduceOp};
-    let x = dense(&[rows, len], seed, rand)?;
-    let m = Operand {
-        host: row_max(&x.host, len),
-        layout: Layout::contiguous(&[rows, 1])?,
+    let (x, m) = if cols {
+        let x = dense(&[len, rows], seed, rand)?;
+        let m = Operand {
+            host: col_max(&x.host, rows),
+            layout: Layout::contiguous(&[1, rows])?,
+        };
+        (x, m)
+    } else {
+        let x = dense(&[rows, len], seed, rand)?;
+        let m = Operand {
+            host: row_max(&x.host, len),
+            layout: Layout::contiguous(&[rows, 1])?,
+        };
+        (x, m)
     };
     let args = [("x", Arg::Tensor(T::TYPE)), ("m", Arg::Tensor(T::TYPE))];
     // `exp`: each side within 2 ulp of an f64 reference (`ops::Tolerance`), so a sum of
@@ -1493,24 +1527,33 @@ fn expr_rows<T: Elem + Distance + PartialOrd>(
         ("sqdev", "(x - m) * (x - m)", ReduceOp::Mean, 0),
     ] {
         let f = Expr::parse(text)?.compile(&args, None)?;
-        let case = format!("{name}_rows{len}_{}", T::NAME);
-        bench_expr_rows(gpu, &case, &f, op, &x, &m, poison, max_ulp)?;
+        let (kind, axis) = if cols { ("cols", 0) } else { ("rows", 1) };
+        let case = format!("{name}_{kind}{len}_{}", T::NAME);
+        bench_expr_rows(gpu, &case, &f, op, &x, &m, poison, max_ulp, axis)?;
     }
     Ok(())
 }
 
 /// Expression reductions over short rows (issue #41): dim 1 of a contiguous `[total / len,
 /// len]` matrix `x`, `total` 2^28 elements (2^24 quick), rows of 128 to 32768 elements, with
-/// a `[rows, 1]` operand `m` broadcast along each row (see [`expr_rows`]). For each length,
-/// one f32 and then one bf16 matrix, each built once and dropped before the next; cases
-/// `{sumexp,sqdev}_rows{len}_{dtype}`, in the order of [`GROUPS`].
+/// a `[rows, 1]` operand `m` broadcast along each row (see [`expr_rows`]); then columns of
+/// 1024 and 32768 elements (dim 0 of `[len, total / len]`, `m` `[1, total / len]`). For each
+/// length, one f32 and then one bf16 matrix, each built once and dropped before the next;
+/// cases `{sumexp,sqdev}_{rows,cols}{len}_{dtype}`, in the order of [`GROUPS`].
 fn short_rows_expr(bench: &Bench) -> Result<()> {
     let (gpu, quick) = (&bench.gpu, bench.quick);
     let total = if quick { 1 << 24 } else { 1 << 28 };
     for len in [128, 1024, 4096, 32768] {
         let rows = total / len;
-        expr_rows(gpu, rows, len, 57, rand_f32, f32::NAN)?;
-        expr_rows(gpu, rows, len, 58, rand_bf16, bf16::NAN)?;
+        expr_rows(gpu, rows, len, 57, rand_f32, f32::NAN, false)?;
+        expr_rows(gpu, rows, len, 58, rand_bf16, bf16::NAN, false)?;
+    }
+    // Columns: `x` `[len, total / len]`, `m` its column maxima `[1, total / len]`, reduced
+    // over axis 0 (the reduced axis strided, the kept one unit-stride).
+    for len in [1024, 32768] {
+        let cols = total / len;
+        expr_rows(gpu, cols, len, 59, rand_f32, f32::NAN, true)?;
+        expr_rows(gpu, cols, len, 60, rand_bf16, bf16::NAN, true)?;
     }
     Ok(())
 }

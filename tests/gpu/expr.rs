@@ -1093,11 +1093,25 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
         ));
     }
     // Fixed shapes: (expression, input types and shapes, broadcast shape, axes).
-    let fixed: [FixedReduction; 12] = [
+    let fixed: [FixedReduction; 15] = [
         // Tier 1's shapes: rows sharing a block with a broadcast operand and a partial last
         // chunk (16-bit output: chunks of 8), long rows of several chunks per slot,
         // several groups (the final kernel after tier 1's), f64's software maximum,
-        // three kept dimensions.
+        // three kept dimensions; columns (the column shape: a partial last block of
+        // outputs, a partial last chunk, several groups).
+        (
+            "(a - b) * (a - b)",
+            &[(F32, &[1000, 300]), (F32, &[1, 300])],
+            &[1000, 300],
+            &[0],
+        ),
+        (
+            "exp(a - b)",
+            &[(F16, &[1003, 64]), (F16, &[1, 64])],
+            &[1003, 64],
+            &[0],
+        ),
+        ("a * a", &[(BF16, &[140_000, 20])], &[140_000, 20], &[0]),
         (
             "exp(a - b)",
             &[(BF16, &[300, 1003]), (BF16, &[300, 1])],
@@ -1189,7 +1203,7 @@ pub fn reductions_match_cpu_twin(gpu: &Gpu) -> TestResult {
             }
         }
     }
-    if fixed_ran < 50 {
+    if fixed_ran < 65 {
         return Err(format!("only {fixed_ran} of the fixed reductions ran"));
     }
     if compiled < 40 {

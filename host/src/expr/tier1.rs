@@ -812,6 +812,15 @@ fn per_knob() -> Option<u8> {
     })
 }
 
+/// `STRIDED_APPLY_EXPR_RED_COLS=0`: no column shape for tier 1's reductions (the row
+/// shape for every layout), for measurements (read once).
+fn cols_knob() -> bool {
+    static C: OnceLock<bool> = OnceLock::new();
+    *C.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_EXPR_RED_COLS").map_or(true, |v| v.trim() != "0")
+    })
+}
+
 /// Tier 1's group kernel of an expression reduction (`ptx::RedShape`), where tier 1 runs
 /// it: whether it launched. Takes float outputs of programs tier 1 compiles, one reduced
 /// dimension and at least one element; the caller launches the interpreter's final kernel
@@ -830,6 +839,7 @@ pub(crate) unsafe fn launch_reduce(
     scratch: u64,
     later: &mut Deferred,
 ) -> Result<bool> {
+    use gpu_kernels::elem::ElemType;
     use strided_apply_expr::reduce::{chunk, SLOTS};
     use strided_apply_expr::value::elem_of;
     let ops = 1 + p.n_inputs as usize;
@@ -847,6 +857,11 @@ pub(crate) unsafe fn launch_reduce(
     }
     let w = chunk(out.size()) as i64;
     let (mut unit, mut bcast) = (0u16, 0u16);
+    // The column shape: every input read along the reduced axis has a stride other than 1
+    // along it and unit stride along kept dimension 0, of at least 16 outputs (so a warp
+    // reads consecutive elements); `f32` accumulators.
+    let mut cols = out != ElemType::F64 && g.kept[0].d >= 16;
+    let mut read = false;
     for k in 1..ops {
         let rs = g.red_strides[k - 1][0] as i32;
         let size = elem_of(p.inputs[k - 1]).size() as i64;
@@ -860,10 +875,15 @@ pub(crate) unsafe fn launch_reduce(
             });
         if rs == 0 {
             bcast |= 1 << k;
-        } else if rs == 1 && aligned {
-            unit |= 1 << k;
+        } else {
+            read = true;
+            cols &= rs != 1 && g.kept_strides[k][0] == 1;
+            if rs == 1 && aligned {
+                unit |= 1 << k;
+            }
         }
     }
+    let cols = cols && read && cols_knob();
     let shape = Shape::Reduce(ptx::RedShape {
         op: g.fold(strided_apply_expr::Class::F32).op,
         shift: g.row_shift as u8,
@@ -871,6 +891,7 @@ pub(crate) unsafe fn launch_reduce(
         unit,
         bcast,
         per: per_knob().unwrap_or_else(|| ptx::RedShape::per_for(g.n, w as u32)),
+        cols,
     });
     let Some(f) = function(gpu, stream, p, shape, later)? else {
         return Ok(false);
@@ -903,7 +924,11 @@ pub(crate) unsafe fn launch_reduce(
     };
     let launch = LaunchShape {
         grid,
-        block: (SLOTS, 1),
+        block: if r.cols {
+            (ptx::COL_X, ptx::COL_Y)
+        } else {
+            (SLOTS, 1)
+        },
         shared_bytes: 0,
     };
     // SAFETY: the parameter list is the one `ptx::reduce::module` declares (operand

@@ -16,6 +16,9 @@
 //! more between threads go through shared memory after a block barrier, the lower ones by
 //! warp shuffles: the same pairs. Thread `tl == 0` writes the output (one group) or its
 //! group's accumulator to the scratch (the interpreter's final kernel trees over them).
+//! The column shape ([`RedShape::cols`]) deals the same slots to threads otherwise: `COL_X`
+//! consecutive outputs a block, thread `(x, y)` folding slots `y, y + COL_Y, …` of output
+//! `x` one after the other into shared memory, then the tree there.
 //!
 //! Each value is the program's result rounded once to the output type and widened to its
 //! math type (the accumulator type: `f32` for 16-bit floats), as the interpreter's walk.
@@ -44,7 +47,18 @@ pub(crate) struct RedShape {
     /// `log2` of the slots a thread folds (at most 2: four slots), each round of the slot
     /// loop one chunk of each, their loads first.
     pub per: u8,
+    /// The column shape: blocks of [`COL_X`] consecutive outputs × [`COL_Y`] threads, thread
+    /// `(x, y)` folding slots `y, y + COL_Y, …` of output `x` one after the other into
+    /// shared memory, then the tree there (for reduced axes of stride > 1 whose outputs are
+    /// consecutive elements: a warp reads 32 consecutive outputs' elements at once). `f32`
+    /// accumulators only (the slots' 32 KB of shared memory); `shift` and `per` unused.
+    pub cols: bool,
 }
+
+/// The column shape's outputs per block (threads along `x`).
+pub(crate) const COL_X: u32 = 32;
+/// The column shape's threads along the slots (`y`).
+pub(crate) const COL_Y: u32 = 8;
 
 impl RedShape {
     /// `(log2 slots a thread, log2 threads an output)`: `per` at most `shift`.
@@ -73,7 +87,11 @@ impl RedShape {
 
     /// The kernel's blocks (of `SLOTS` threads) for `outputs` outputs of `groups` groups.
     pub(crate) fn blocks(&self, outputs: u32, groups: u32) -> u64 {
-        let per_block = SLOTS >> self.split().1;
+        let per_block = if self.cols {
+            COL_X
+        } else {
+            SLOTS >> self.split().1
+        };
         outputs.div_ceil(per_block) as u64 * groups as u64
     }
 }
@@ -167,7 +185,9 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     let ft = acc_type(out);
     let t = ft.t;
     let w = chunk(out.size());
-    let (pshift, tshift) = r.split();
+    // The column shape takes `f32` accumulators only (the host asks for no other).
+    let cols = r.cols && !ft.f64;
+    let (pshift, tshift) = if cols { (0, 0) } else { r.split() };
     let (per, threads) = (1usize << pshift, 1u32 << tshift);
     let types: Vec<ElemType> = (0..ops)
         .map(|k| elem(if k == 0 { p.out } else { p.inputs[k - 1] }))
@@ -191,6 +211,9 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     if shared_levels {
         emit!(g, ".shared .align 8 .b8 sa_red[{}];", 8 * SLOTS);
     }
+    if cols {
+        emit!(g, ".shared .align 8 .b8 sa_col[{}];", 4 * SLOTS * COL_X);
+    }
     let [tid, bid, n, group_len, groups, outputs] = [0; 6].map(|_| g.r());
     emit!(g, "mov.u32 {tid}, %tid.x;");
     emit!(g, "mov.u32 {bid}, %ctaid.x;");
@@ -203,11 +226,20 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     let grp_div = g.div_params("grp");
     let (ob, grp) = g.divmod(&bid, &grp_div);
     let (o, tl, live, oc) = (g.r(), g.r(), g.p(), g.r());
-    emit!(g, "shl.b32 {o}, {ob}, {};", SLOT_BITS - tshift);
-    let seg = g.r();
-    emit!(g, "shr.u32 {seg}, {tid}, {tshift};");
-    emit!(g, "add.u32 {o}, {o}, {seg};");
-    emit!(g, "and.b32 {tl}, {tid}, {};", threads - 1);
+    if cols {
+        // Output `ob * COL_X + x`; `tl` is `y`, the thread's first slot.
+        let x = g.r();
+        emit!(g, "mov.u32 {x}, %tid.x;");
+        emit!(g, "mov.u32 {tl}, %tid.y;");
+        emit!(g, "mad.lo.u32 {o}, {ob}, {COL_X}, {x};");
+        emit!(g, "mad.lo.u32 {tid}, {tl}, {COL_X}, {x};");
+    } else {
+        emit!(g, "shl.b32 {o}, {ob}, {};", SLOT_BITS - tshift);
+        let seg = g.r();
+        emit!(g, "shr.u32 {seg}, {tid}, {tshift};");
+        emit!(g, "add.u32 {o}, {o}, {seg};");
+        emit!(g, "and.b32 {tl}, {tid}, {};", threads - 1);
+    }
     emit!(g, "setp.lt.u32 {live}, {o}, {outputs};");
     // Threads past the last output read nothing (no elements) and take the last output's
     // offsets.
@@ -227,18 +259,11 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     // `q`: the element (in the group) of slot `tl`'s current chunk; slot `tl + m * T`'s is
     // `q + m * T * w`. Each input's address at `lo + q`, its steps between a slot's chunks
     // (`SLOTS * w` elements), between the thread's slots (`T * w`) and between elements.
-    let q = g.r();
-    emit!(g, "mul.lo.u32 {q}, {tl}, {w};");
-    let first: Vec<String> = (0..per).map(|_| g.p()).collect();
-    let acc: Vec<String> = (0..per).map(|_| g.fl(ft)).collect();
-    for (f, a) in first.iter().zip(&acc) {
-        emit!(g, "setp.eq.u32 {f}, 0, 0;");
-        emit!(g, "mov.{t} {a}, {};", ft.zero);
-    }
-    let start = g.r();
-    emit!(g, "add.u32 {start}, {lo}, {q};");
     struct In {
         e: ElemType,
+        rs: String,
+        offset: String,
+        base: String,
         addr: String,
         step: String,
         slot_step: String,
@@ -254,7 +279,7 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     for k in 1..ops {
         let e = types[k];
         let size = e.size() as u32;
-        let (rs, off, addr) = (g.r(), g.r(), g.rd());
+        let (rs, addr) = (g.r(), g.rd());
         let (step, slot_step, lane) = (g.rd(), g.rd(), g.rd());
         emit!(g, "ld.param.s32 {rs}, [rs{k}];");
         let kind = if r.bcast >> k & 1 != 0 {
@@ -264,9 +289,6 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
             // offsets, or the last output's).
             Kind::Bcast(g.load(e, &addr, 1).remove(0))
         } else {
-            emit!(g, "mad.lo.s32 {off}, {start}, {rs}, {};", offs[k]);
-            emit!(g, "mul.wide.s32 {addr}, {off}, {size};");
-            emit!(g, "add.s64 {addr}, {addr}, {};", base[k]);
             emit!(g, "mul.wide.s32 {step}, {rs}, {};", SLOTS * w * size);
             emit!(g, "mul.wide.s32 {slot_step}, {rs}, {};", threads * w * size);
             emit!(g, "mul.wide.s32 {lane}, {rs}, {size};");
@@ -278,12 +300,35 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
         };
         ins.push(In {
             e,
+            rs,
+            offset: offs[k].clone(),
+            base: base[k].clone(),
             addr,
             step,
             slot_step,
             lane,
             kind,
         });
+    }
+    let (q, slot, col_loop) = (g.r(), g.r(), g.label());
+    // The column shape: slot `slot = y + COL_Y * m` for each `m`, one after the other.
+    emit!(g, "mov.u32 {slot}, {tl};");
+    if cols {
+        emit!(g, "{col_loop}:");
+    }
+    emit!(g, "mul.lo.u32 {q}, {slot}, {w};");
+    let first: Vec<String> = (0..per).map(|_| g.p()).collect();
+    let acc: Vec<String> = (0..per).map(|_| g.fl(ft)).collect();
+    for (f, a) in first.iter().zip(&acc) {
+        emit!(g, "setp.eq.u32 {f}, 0, 0;");
+        emit!(g, "mov.{t} {a}, {};", ft.zero);
+    }
+    let (start, off) = (g.r(), g.r());
+    emit!(g, "add.u32 {start}, {lo}, {q};");
+    for i in ins.iter().filter(|i| !matches!(i.kind, Kind::Bcast(_))) {
+        emit!(g, "mad.lo.s32 {off}, {start}, {}, {};", i.rs, i.offset);
+        emit!(g, "mul.wide.s32 {}, {off}, {};", i.addr, i.e.size());
+        emit!(g, "add.s64 {0}, {0}, {1};", i.addr, i.base);
     }
     let read = |i: &In| !matches!(i.kind, Kind::Bcast(_));
     // Each input's address for the thread's slot `m` (its first slot's address moved on).
@@ -401,8 +446,54 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     emit!(g, "add.u32 {used}, {len}, {};", w - 1);
     emit!(g, "shr.u32 {used}, {used}, {};", w.trailing_zeros());
     emit!(g, "min.u32 {used}, {used}, {SLOTS};");
+    if cols {
+        // The slot's value at `sa_col[slot][x]`; the next slot; then the tree over the
+        // slots, level by level, each thread `y` taking pairs `l = y + COL_Y * i < s`.
+        let (at, col_base, more_slots) = (g.rd(), g.rd(), g.p());
+        let x = g.r();
+        emit!(g, "mov.u64 {col_base}, sa_col;");
+        emit!(g, "mov.u32 {x}, %tid.x;");
+        let idx = g.r();
+        emit!(g, "mad.lo.u32 {idx}, {slot}, {COL_X}, {x};");
+        emit!(g, "mul.wide.u32 {at}, {idx}, 4;");
+        emit!(g, "add.s64 {at}, {at}, {col_base};");
+        emit!(g, "st.shared.f32 [{at}], {};", acc[0]);
+        emit!(g, "add.u32 {slot}, {slot}, {COL_Y};");
+        emit!(g, "setp.lt.u32 {more_slots}, {slot}, {SLOTS};");
+        emit!(g, "@{more_slots} bra {col_loop};");
+        let (mine, pair_in, l_reg) = (g.rd(), g.p(), g.r());
+        let mut s = SLOTS / 2;
+        while s >= 1 {
+            emit!(g, "bar.sync 0;");
+            for i in 0..(s / COL_Y).max(1) {
+                // Pair `(l, l + s)` for `l = y + COL_Y * i`, where `l < s` and `l + s < used`.
+                emit!(g, "add.u32 {l_reg}, {tl}, {};", COL_Y * i + s);
+                emit!(g, "setp.lt.u32 {pair_in}, {l_reg}, {used};");
+                if s < COL_Y {
+                    let lt = g.p();
+                    emit!(g, "setp.lt.u32 {lt}, {tl}, {s};");
+                    emit!(g, "and.pred {pair_in}, {pair_in}, {lt};");
+                }
+                emit!(g, "mad.lo.u32 {idx}, {l_reg}, {COL_X}, {x};");
+                emit!(g, "sub.u32 {idx}, {idx}, {};", s * COL_X);
+                emit!(g, "mul.wide.u32 {mine}, {idx}, 4;");
+                emit!(g, "add.s64 {mine}, {mine}, {col_base};");
+                let (a, b) = (g.f(), g.f());
+                emit!(g, "ld.shared.f32 {a}, [{mine}];");
+                emit!(g, "ld.shared.f32 {b}, [{mine}+{}];", 4 * s * COL_X);
+                let c = g.combine(r.op, ft, &a, &b);
+                emit!(g, "@{pair_in} st.shared.f32 [{mine}], {c};");
+            }
+            s /= 2;
+        }
+        emit!(g, "bar.sync 0;");
+        emit!(g, "mul.wide.u32 {at}, {x}, 4;");
+        emit!(g, "add.s64 {at}, {at}, {col_base};");
+        emit!(g, "ld.shared.f32 {}, [{at}];", acc[0]);
+    }
     let (act, pair_in, sum) = (g.p(), g.p(), g.r());
-    let mut s = (1u32 << shift) / 2;
+    // (The column shape's tree is above.)
+    let mut s = if cols { 0 } else { (1u32 << shift) / 2 };
     while s >= threads {
         let half = (s / threads) as usize;
         for m in 0..half {
@@ -527,6 +618,7 @@ mod tests {
             unit: 0,
             bcast: 0,
             per,
+            cols: false,
         }
     }
 
@@ -544,6 +636,12 @@ mod tests {
         assert_eq!(shape(8, 0).blocks(1000, 3), 3000);
         // Rows of one slot, one thread each: 256 outputs a block.
         assert_eq!(shape(0, 0).blocks(257, 1), 2);
+        // Columns: 32 outputs a block, whatever the slots.
+        let cols = RedShape {
+            cols: true,
+            ..shape(8, 2)
+        };
+        assert_eq!(cols.blocks(1000, 2), 64);
     }
 
     /// The measured choice: four slots a thread for one or two chunks a slot, two up to 16,
