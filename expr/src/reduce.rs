@@ -59,9 +59,11 @@ pub enum ReduceOp {
     Sum = 0,
     /// Product.
     Prod = 1,
-    /// NaN-propagating minimum; a reduction of nothing is an error.
+    /// NaN-propagating minimum (IEEE 754-2019 `minimum`: `-0 < +0`); a reduction of nothing
+    /// is an error.
     Amin = 2,
-    /// NaN-propagating maximum; a reduction of nothing is an error.
+    /// NaN-propagating maximum (IEEE 754-2019 `maximum`: `-0 < +0`); a reduction of nothing
+    /// is an error.
     Amax = 3,
     /// The sum divided by the length (float outputs only; NaN for a reduction of nothing).
     Mean = 4,

@@ -506,7 +506,7 @@ macro_rules! arg_reduce {
                     index: i,
                 }
             }
-            /// [`beats`] where `i` is above every position in `acc` (a slot folds in
+            /// `beats` where `i` is above every position in `acc` (a slot folds in
             /// increasing position): a NaN wins over a number, a number only by `$wins`,
             /// which is also true of a NaN `x` (an unordered comparison), and nothing wins
             /// over a NaN. Two compares and a select a pair, no position compare.
