@@ -205,7 +205,7 @@ macro_rules! emit {
 }
 
 mod reduce;
-pub(crate) use reduce::{takes as reduce_takes, RedShape, COL_X, COL_Y};
+pub(crate) use reduce::{takes as reduce_takes, RedShape, COL_X};
 
 impl Gen {
     fn f(&mut self) -> String {
@@ -1714,7 +1714,7 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("sa-t1-red-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("a temporary folder");
         let types = &FLOAT_TYPES;
-        let shape = |op, shift, nkept, unit, bcast, per, cols| {
+        let shape = |op, shift, nkept, unit, bcast, per, col_y| {
             Shape::Reduce(RedShape {
                 op,
                 shift,
@@ -1722,17 +1722,17 @@ mod tests {
                 unit,
                 bcast,
                 per,
-                cols,
+                col_y,
             })
         };
         let shapes = [
-            shape(ReduceOp::Sum, 8, 1, 0b1110, 0, 0, false),
-            shape(ReduceOp::Mean, 5, 2, 0b0010, 0b0100, 2, false),
-            shape(ReduceOp::Amax, 0, 1, 0, 0b1000, 2, false),
-            shape(ReduceOp::Amin, 8, 3, 0b0100, 0b0010, 1, false),
-            shape(ReduceOp::Prod, 3, 6, 0, 0, 1, false),
-            shape(ReduceOp::Sum, 8, 2, 0, 0b0100, 0, true),
-            shape(ReduceOp::Amax, 3, 1, 0, 0, 0, true),
+            shape(ReduceOp::Sum, 8, 1, 0b1110, 0, 0, 0),
+            shape(ReduceOp::Mean, 5, 2, 0b0010, 0b0100, 2, 0),
+            shape(ReduceOp::Amax, 0, 1, 0, 0b1000, 2, 0),
+            shape(ReduceOp::Amin, 8, 3, 0b0100, 0b0010, 1, 0),
+            shape(ReduceOp::Prod, 3, 6, 0, 0, 1, 0),
+            shape(ReduceOp::Sum, 8, 2, 0, 0b0100, 0, 8),
+            shape(ReduceOp::Amax, 3, 1, 0, 0, 0, 32),
         ];
         let mut jobs = Vec::new();
         for (x, t, p) in programs(types) {

@@ -812,13 +812,29 @@ fn per_knob() -> Option<u8> {
     })
 }
 
-/// `STRIDED_APPLY_EXPR_RED_COLS=0`: no column shape for tier 1's reductions (the row
-/// shape for every layout), for measurements (read once).
-fn cols_knob() -> bool {
-    static C: OnceLock<bool> = OnceLock::new();
+/// `STRIDED_APPLY_EXPR_RED_COLS`: `0` turns tier 1's column shape off (the row shape for
+/// every layout), `8` or `32` forces its threads along the slots, for measurements (read
+/// once).
+fn cols_knob() -> Option<u8> {
+    static C: OnceLock<Option<u8>> = OnceLock::new();
     *C.get_or_init(|| {
-        std::env::var("STRIDED_APPLY_EXPR_RED_COLS").map_or(true, |v| v.trim() != "0")
+        std::env::var("STRIDED_APPLY_EXPR_RED_COLS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|c: &u8| matches!(c, 0 | 8 | 32))
     })
+}
+
+/// The column shape's threads along the slots for `blocks` blocks of outputs on `sms` SMs:
+/// 8 (blocks of 256 threads, six an SM by their shared memory) where the blocks fill every
+/// SM's six, else 32 (blocks of 1024, two an SM: four times the threads where the outputs
+/// are few).
+fn col_threads(blocks: u64, sms: u32) -> u8 {
+    if blocks >= 6 * sms as u64 {
+        8
+    } else {
+        32
+    }
 }
 
 /// Tier 1's group kernel of an expression reduction (`ptx::RedShape`), where tier 1 runs
@@ -883,7 +899,16 @@ pub(crate) unsafe fn launch_reduce(
             }
         }
     }
-    let cols = cols && read && cols_knob();
+    let col_y = if cols && read {
+        cols_knob().unwrap_or_else(|| {
+            col_threads(
+                g.outputs.div_ceil(ptx::COL_X) as u64 * g.groups as u64,
+                gpu.sm_count(),
+            )
+        })
+    } else {
+        0
+    };
     let shape = Shape::Reduce(ptx::RedShape {
         op: g.fold(strided_apply_expr::Class::F32).op,
         shift: g.row_shift as u8,
@@ -891,7 +916,7 @@ pub(crate) unsafe fn launch_reduce(
         unit,
         bcast,
         per: per_knob().unwrap_or_else(|| ptx::RedShape::per_for(g.n, w as u32)),
-        cols,
+        col_y,
     });
     let Some(f) = function(gpu, stream, p, shape, later)? else {
         return Ok(false);
@@ -924,8 +949,8 @@ pub(crate) unsafe fn launch_reduce(
     };
     let launch = LaunchShape {
         grid,
-        block: if r.cols {
-            (ptx::COL_X, ptx::COL_Y)
+        block: if r.col_y != 0 {
+            (ptx::COL_X, r.col_y as u32)
         } else {
             (SLOTS, 1)
         },
@@ -1087,6 +1112,16 @@ fn layout<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Columns take 8 threads along the slots where their blocks fill six an SM, else 32
+    /// (columns of 32768 of `reduce_rows_expr`: 8192 outputs, 256 blocks on 132 SMs).
+    #[test]
+    fn few_column_blocks_take_more_threads_along_the_slots() {
+        assert_eq!(col_threads(256, 132), 32);
+        assert_eq!(col_threads(6 * 132 - 1, 132), 32);
+        assert_eq!(col_threads(6 * 132, 132), 8);
+        assert_eq!(col_threads(8192, 132), 8);
+    }
 
     /// `out = f(a, bᵀ)` over a 128 × 256 output: the tiled shape, paired for 2-byte operands
     /// whose pairs are aligned words, element tiles otherwise; a dense plan is not tiled.

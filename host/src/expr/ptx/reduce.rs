@@ -16,8 +16,8 @@
 //! more between threads go through shared memory after a block barrier, the lower ones by
 //! warp shuffles: the same pairs. Thread `tl == 0` writes the output (one group) or its
 //! group's accumulator to the scratch (the interpreter's final kernel trees over them).
-//! The column shape ([`RedShape::cols`]) deals the same slots to threads otherwise: `COL_X`
-//! consecutive outputs a block, thread `(x, y)` folding slots `y, y + COL_Y, …` of output
+//! The column shape ([`RedShape::col_y`]) deals the same slots to threads otherwise: `COL_X`
+//! consecutive outputs a block, thread `(x, y)` folding slots `y, y + col_y, …` of output
 //! `x` one after the other into shared memory, then the tree there.
 //!
 //! Each value is the program's result rounded once to the output type and widened to its
@@ -47,18 +47,17 @@ pub(crate) struct RedShape {
     /// `log2` of the slots a thread folds (at most 2: four slots), each round of the slot
     /// loop one chunk of each, their loads first.
     pub per: u8,
-    /// The column shape: blocks of [`COL_X`] consecutive outputs × [`COL_Y`] threads, thread
-    /// `(x, y)` folding slots `y, y + COL_Y, …` of output `x` one after the other into
-    /// shared memory, then the tree there (for reduced axes of stride > 1 whose outputs are
-    /// consecutive elements: a warp reads 32 consecutive outputs' elements at once). `f32`
-    /// accumulators only (the slots' 32 KB of shared memory); `shift` and `per` unused.
-    pub cols: bool,
+    /// The column shape where nonzero: blocks of [`COL_X`] consecutive outputs × `col_y`
+    /// threads (a power of two, at most 32), thread `(x, y)` folding slots `y, y + col_y,
+    /// …` of output `x` one after the other into shared memory, then the tree there (for
+    /// reduced axes of stride > 1 whose outputs are consecutive elements: a warp reads 32
+    /// consecutive outputs' elements at once). `f32` accumulators only (the slots' 32 KB of
+    /// shared memory); `shift` and `per` unused.
+    pub col_y: u8,
 }
 
 /// The column shape's outputs per block (threads along `x`).
 pub(crate) const COL_X: u32 = 32;
-/// The column shape's threads along the slots (`y`).
-pub(crate) const COL_Y: u32 = 8;
 
 impl RedShape {
     /// `(log2 slots a thread, log2 threads an output)`: `per` at most `shift`.
@@ -87,7 +86,7 @@ impl RedShape {
 
     /// The kernel's blocks (of `SLOTS` threads) for `outputs` outputs of `groups` groups.
     pub(crate) fn blocks(&self, outputs: u32, groups: u32) -> u64 {
-        let per_block = if self.cols {
+        let per_block = if self.col_y != 0 {
             COL_X
         } else {
             SLOTS >> self.split().1
@@ -186,7 +185,8 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     let t = ft.t;
     let w = chunk(out.size());
     // The column shape takes `f32` accumulators only (the host asks for no other).
-    let cols = r.cols && !ft.f64;
+    let cols = r.col_y != 0 && !ft.f64;
+    let col_y = (r.col_y as u32).clamp(1, 32).next_power_of_two();
     let (pshift, tshift) = if cols { (0, 0) } else { r.split() };
     let (per, threads) = (1usize << pshift, 1u32 << tshift);
     let types: Vec<ElemType> = (0..ops)
@@ -311,7 +311,7 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
         });
     }
     let (q, slot, col_loop) = (g.r(), g.r(), g.label());
-    // The column shape: slot `slot = y + COL_Y * m` for each `m`, one after the other.
+    // The column shape: slot `slot = y + col_y * m` for each `m`, one after the other.
     emit!(g, "mov.u32 {slot}, {tl};");
     if cols {
         emit!(g, "{col_loop}:");
@@ -448,7 +448,7 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     emit!(g, "min.u32 {used}, {used}, {SLOTS};");
     if cols {
         // The slot's value at `sa_col[slot][x]`; the next slot; then the tree over the
-        // slots, level by level, each thread `y` taking pairs `l = y + COL_Y * i < s`.
+        // slots, level by level, each thread `y` taking pairs `l = y + col_y * i < s`.
         let (at, col_base, more_slots) = (g.rd(), g.rd(), g.p());
         let x = g.r();
         emit!(g, "mov.u64 {col_base}, sa_col;");
@@ -458,18 +458,18 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
         emit!(g, "mul.wide.u32 {at}, {idx}, 4;");
         emit!(g, "add.s64 {at}, {at}, {col_base};");
         emit!(g, "st.shared.f32 [{at}], {};", acc[0]);
-        emit!(g, "add.u32 {slot}, {slot}, {COL_Y};");
+        emit!(g, "add.u32 {slot}, {slot}, {col_y};");
         emit!(g, "setp.lt.u32 {more_slots}, {slot}, {SLOTS};");
         emit!(g, "@{more_slots} bra {col_loop};");
         let (mine, pair_in, l_reg) = (g.rd(), g.p(), g.r());
         let mut s = SLOTS / 2;
         while s >= 1 {
             emit!(g, "bar.sync 0;");
-            for i in 0..(s / COL_Y).max(1) {
-                // Pair `(l, l + s)` for `l = y + COL_Y * i`, where `l < s` and `l + s < used`.
-                emit!(g, "add.u32 {l_reg}, {tl}, {};", COL_Y * i + s);
+            for i in 0..(s / col_y).max(1) {
+                // Pair `(l, l + s)` for `l = y + col_y * i`, where `l < s` and `l + s < used`.
+                emit!(g, "add.u32 {l_reg}, {tl}, {};", col_y * i + s);
                 emit!(g, "setp.lt.u32 {pair_in}, {l_reg}, {used};");
-                if s < COL_Y {
+                if s < col_y {
                     let lt = g.p();
                     emit!(g, "setp.lt.u32 {lt}, {tl}, {s};");
                     emit!(g, "and.pred {pair_in}, {pair_in}, {lt};");
@@ -618,7 +618,7 @@ mod tests {
             unit: 0,
             bcast: 0,
             per,
-            cols: false,
+            col_y: 0,
         }
     }
 
@@ -638,7 +638,7 @@ mod tests {
         assert_eq!(shape(0, 0).blocks(257, 1), 2);
         // Columns: 32 outputs a block, whatever the slots.
         let cols = RedShape {
-            cols: true,
+            col_y: 8,
             ..shape(8, 2)
         };
         assert_eq!(cols.blocks(1000, 2), 64);
