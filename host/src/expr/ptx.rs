@@ -196,6 +196,8 @@ struct Gen {
     sm: u32,
     /// The library's text (its functions, as `module` takes it).
     lib: String,
+    /// The block the kernel launches with, where fixed (`.maxntid`).
+    block: Option<(u32, u32)>,
 }
 
 macro_rules! emit {
@@ -1063,9 +1065,14 @@ fn text(g: &Gen, params: &[String], shared: u32) -> String {
     if shared > 0 {
         let _ = writeln!(text, ".shared .align 8 .b8 {STAGE}[{shared}];\n");
     }
+    // A block size the kernel must launch with bounds ptxas's registers (a block of 1024
+    // threads needs 64 or fewer a thread).
+    let maxntid = g
+        .block
+        .map_or(String::new(), |(x, y)| format!(".maxntid {x}, {y}, 1\n"));
     let _ = writeln!(
         text,
-        ".visible .entry {KERNEL}(\n\t{}\n)\n{{",
+        ".visible .entry {KERNEL}(\n\t{}\n)\n{maxntid}{{",
         params.join(",\n\t")
     );
     for (kind, count, prefix) in [

@@ -189,6 +189,7 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     let col_y = (r.col_y as u32).clamp(1, 32).next_power_of_two();
     let (pshift, tshift) = if cols { (0, 0) } else { r.split() };
     let (per, threads) = (1usize << pshift, 1u32 << tshift);
+    g.block = Some(if cols { (COL_X, col_y) } else { (SLOTS, 1) });
     let types: Vec<ElemType> = (0..ops)
         .map(|k| elem(if k == 0 { p.out } else { p.inputs[k - 1] }))
         .collect();
@@ -642,6 +643,39 @@ mod tests {
             ..shape(8, 2)
         };
         assert_eq!(cols.blocks(1000, 2), 64);
+    }
+
+    /// Every reduction kernel names the block it launches with (`.maxntid`), so ptxas keeps
+    /// a column kernel of 32 × 32 threads within 64 registers a thread.
+    #[test]
+    fn kernels_name_their_block() {
+        use crate::expr::{Arg, Expr};
+        let c = Expr::parse("exp(a - b) * sin(a)")
+            .and_then(|e| {
+                e.compile(
+                    &[
+                        ("a", Arg::Tensor(ElemType::F32)),
+                        ("b", Arg::Tensor(ElemType::F32)),
+                    ],
+                    None,
+                )
+            })
+            .expect("compiles");
+        let p = *c.program();
+        let rows = module(&p, shape(8, 2), 90, "");
+        assert!(rows.contains(".maxntid 256, 1, 1\n{"), "{rows}");
+        for (y, want) in [(8, ".maxntid 32, 8, 1"), (32, ".maxntid 32, 32, 1")] {
+            let cols = module(
+                &p,
+                RedShape {
+                    col_y: y,
+                    ..shape(8, 0)
+                },
+                90,
+                "",
+            );
+            assert!(cols.contains(want), "{cols}");
+        }
     }
 
     /// The measured choice: four slots a thread for one or two chunks a slot, two up to 16,
