@@ -355,35 +355,23 @@ if want("reduce_rows"):
 # as GROUPS["reduce_rows_expr"] lists them.
 if want("reduce_rows_expr"):
     total = 1 << 24 if quick else 1 << 28
-    EXPR_ROW_OPS = (
-        ("sumexp", lambda x, m, o: torch.sum(torch.exp(x - m), dim=1, out=o)),
-        ("sqdev", lambda x, m, o: torch.mean(torch.square(x - m), dim=1, out=o)),
-    )
-    for length in (128, 1024, 4096, 32768):
-        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
-            def mk(shape=(total // length, length), dtype=dtype):
-                x = rand(shape, dtype)
-                return x, torch.amax(x, dim=1, keepdim=True)
-            xm = mk()
-            for op, fn in EXPR_ROW_OPS:
-                reduction(f"{op}_rows{length}_{name}", xm, mk, (total // length,), fn)
-            del xm
-    # Columns: x [length, total // length], m its column maxima [1, total // length], the
-    # reductions over dim 0.
-    EXPR_COL_OPS = (
-        ("sumexp", lambda x, m, o: torch.sum(torch.exp(x - m), dim=0, out=o)),
-        ("sqdev", lambda x, m, o: torch.mean(torch.square(x - m), dim=0, out=o)),
-    )
-    for length in (1024, 32768):
-        for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
-            def mk(shape=(length, total // length), dtype=dtype):
-                x = rand(shape, dtype)
-                return x, torch.amax(x, dim=0, keepdim=True)
-            xm = mk()
-            for op, fn in EXPR_COL_OPS:
-                reduction(f"{op}_cols{length}_{name}", xm, mk, (total // length,), fn)
-            del xm
-
+    # (kind, reduced dim, lengths): rows reduce dim 1 of [total // length, length], columns
+    # dim 0 of [length, total // length]; m is x's maxima along that dim, kept.
+    for kind, dim, lengths in (("rows", 1, (128, 1024, 4096, 32768)), ("cols", 0, (1024, 32768))):
+        ops = (
+            ("sumexp", lambda x, m, o, d=dim: torch.sum(torch.exp(x - m), dim=d, out=o)),
+            ("sqdev", lambda x, m, o, d=dim: torch.mean(torch.square(x - m), dim=d, out=o)),
+        )
+        for length in lengths:
+            shape = (total // length, length) if dim == 1 else (length, total // length)
+            for dtype, name in ((torch.float32, "f32"), (torch.bfloat16, "bf16")):
+                def mk(shape=shape, dtype=dtype, dim=dim):
+                    x = rand(shape, dtype)
+                    return x, torch.amax(x, dim=dim, keepdim=True)
+                xm = mk()
+                for op, fn in ops:
+                    reduction(f"{op}_{kind}{length}_{name}", xm, mk, (total // length,), fn)
+                del xm
 
 def pointwise(case, make_inputs, out_shape, dtype, name, fn):
     """The op set's cases: fn(inputs, out) in eager PyTorch into the preallocated row-major

@@ -227,13 +227,13 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
     let grp_div = g.div_params("grp");
     let (ob, grp) = g.divmod(&bid, &grp_div);
     let (o, tl, live, oc) = (g.r(), g.r(), g.p(), g.r());
+    // The column shape's thread `x` (its output in the block).
+    let x = g.r();
     if cols {
         // Output `ob * COL_X + x`; `tl` is `y`, the thread's first slot.
-        let x = g.r();
         emit!(g, "mov.u32 {x}, %tid.x;");
         emit!(g, "mov.u32 {tl}, %tid.y;");
         emit!(g, "mad.lo.u32 {o}, {ob}, {COL_X}, {x};");
-        emit!(g, "mad.lo.u32 {tid}, {tl}, {COL_X}, {x};");
     } else {
         emit!(g, "shl.b32 {o}, {ob}, {};", SLOT_BITS - tshift);
         let seg = g.r();
@@ -451,9 +451,7 @@ pub(crate) fn module(p: &Program, r: RedShape, sm: u32, lib: &str) -> String {
         // The slot's value at `sa_col[slot][x]`; the next slot; then the tree over the
         // slots, level by level, each thread `y` taking pairs `l = y + col_y * i < s`.
         let (at, col_base, more_slots) = (g.rd(), g.rd(), g.p());
-        let x = g.r();
         emit!(g, "mov.u64 {col_base}, sa_col;");
-        emit!(g, "mov.u32 {x}, %tid.x;");
         let idx = g.r();
         emit!(g, "mad.lo.u32 {idx}, {slot}, {COL_X}, {x};");
         emit!(g, "mul.wide.u32 {at}, {idx}, 4;");
