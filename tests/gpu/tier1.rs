@@ -98,6 +98,16 @@ fn case<T: Elem, O: Elem + Distance>(
     ))
 }
 
+/// `ins` with their values converted by `from`.
+fn converted<T: Elem>(ins: &[Input<f64>], from: impl Fn(f64) -> T) -> Vec<Input<T>> {
+    ins.iter()
+        .map(|i| Input {
+            host: i.host.iter().map(|&v| from(v)).collect(),
+            layout: i.layout.clone(),
+        })
+        .collect()
+}
+
 /// A layout class: its name, the inputs, the output, whether tier 1 compiles it.
 type Class<T> = (&'static str, Vec<Input<T>>, Layout, bool);
 
@@ -245,6 +255,21 @@ const INEXACT: &[&str] = &[
     "tanh(a) * sigmoid(b) + erf(c) + exp(a) + pow(abs(b), c) + atan2(a, b) + fmod(a, c) + remainder(b, c) + lgamma(c)",
 ];
 
+/// Programs of one input read as vectors (and a broadcast one): text, inputs, exact.
+const LONG: [(&str, usize, bool); 3] = [
+    (
+        "(tanh((a * a * a * 0.044715 + a) * 0.7978845608028654) + 1) * (a * 0.5)",
+        1,
+        false,
+    ),
+    (
+        "where(isnan(a), 0.0, a) * 3.0 - abs(a) / (a * a + 1.0)",
+        1,
+        true,
+    ),
+    ("clamp(a * b, -1.0, 1.0) + sqrt(abs(a)) * b", 2, true),
+];
+
 pub fn tiers_agree(gpu: &Gpu) -> TestResult {
     let mut lines = Vec::new();
     for &(rows, cols) in &[(64usize, 256usize), (36, 1001)] {
@@ -271,6 +296,34 @@ pub fn tiers_agree(gpu: &Gpu) -> TestResult {
                 lines.push(l);
             }
         }
+    }
+    // One dimension long enough for several vectors a thread (`tier1::vector_per`: programs
+    // reading one input as vectors, 4 or 8 vectors a thread of 2048 threads an SM): bf16
+    // takes 4 (8 lanes), f32 and f64 8; the last block partly filled, a tail of one element;
+    // the second program's `b` broadcast from one element.
+    let n = 6 * 2048 * gpu.sm_count() as usize * 8 + 1001;
+    let long = Layout::contiguous(&[n]).map_err(|e| e.to_string())?;
+    let one = Layout::contiguous(&[1])
+        .and_then(|l| l.broadcast_to(&[n]))
+        .map_err(|e| e.to_string())?;
+    let ins = [
+        Input {
+            host: values(n, 30, |v| v),
+            layout: long.clone(),
+        },
+        Input {
+            host: vec![0.75],
+            layout: one,
+        },
+    ];
+    for (text, k, exact) in LONG {
+        let at = |m: String| format!("one dimension of {n}: {m}");
+        let f = converted(&ins[..k], |v| v as f32);
+        let h = converted(&ins[..k], bf16::from_f64);
+        let d = &ins[..k];
+        lines.push(case::<f64, f64>(gpu, text, d, &long, f64::NAN, exact, true).map_err(at)?);
+        lines.push(case::<f32, f32>(gpu, text, &f, &long, f32::NAN, exact, true).map_err(at)?);
+        lines.push(case::<bf16, bf16>(gpu, text, &h, &long, bf16::NAN, exact, true).map_err(at)?);
     }
     Ok(format!(
         "{} cases, tier 1 = tier 0 bit for bit; e.g. {}",

@@ -8,7 +8,8 @@
 //! The kernel shapes, with the layout machinery of tier 0's kernels:
 //! - [`Shape::Vector`]: `lanes` elements along dimension 0 per thread, one vector access per
 //!   operand (unit stride) or one element for all lanes (stride 0), over one dimension (with
-//!   a scalar tail) or rows of a multiple of `lanes` elements (tier 0's vectorised contract);
+//!   a scalar tail; one or more vectors a thread, their loads issued together) or rows of a
+//!   multiple of `lanes` elements (tier 0's vectorised contract);
 //! - [`Shape::Strided`]: one element per thread and grid-stride step, any strides, the
 //!   coordinates by multiply-shift division ([`FastDiv`](gpu_kernels::FastDiv));
 //! - [`Shape::Tiled`]: tiles staged through shared memory for transposed inputs;
@@ -29,7 +30,15 @@ pub(crate) enum Shape {
     /// where bit `k` of `bcast` is set (stride 0), else has unit stride and is aligned to
     /// `lanes` elements. `rows`: a second dimension of row strides, dimension 0 a multiple
     /// of `lanes`; otherwise one dimension, its last `n % lanes` elements one per thread.
-    Vector { lanes: u8, bcast: u16, rows: bool },
+    /// `per`: vectors per thread of one dimension (1 with `rows`), a block's `per` runs of
+    /// `ntid` consecutive vectors, every load issued before the program runs
+    /// (`tier1::vector_per`).
+    Vector {
+        lanes: u8,
+        bcast: u16,
+        rows: bool,
+        per: u8,
+    },
     /// One element per thread and step, `rank` collapsed dimensions of any strides.
     Strided { rank: u8 },
     /// One block of 32 × 8 threads per tile of [`tile_side`] × [`tile_side`] elements of
@@ -198,6 +207,8 @@ struct Gen {
     lib: String,
     /// The block the kernel launches with, where fixed (`.maxntid`).
     block: Option<(u32, u32)>,
+    /// A predicate guarding the global accesses written now (`@p`), if any.
+    guard: Option<String>,
 }
 
 macro_rules! emit {
@@ -742,6 +753,7 @@ impl Gen {
         for (c, chunk) in regs.chunks(per).enumerate() {
             let off = c * per * size;
             let list = chunk.join(", ");
+
             let v = match chunk.len() {
                 1 => String::new(),
                 k => format!(".v{k}"),
@@ -751,10 +763,15 @@ impl Gen {
             } else {
                 format!("{{{list}}}")
             };
+            let guard = self
+                .guard
+                .as_ref()
+                .map(|p| format!("@{p} "))
+                .unwrap_or_default();
             if what.starts_with("ld") {
-                emit!(self, "{what}{v}.{ty} {operand}, [{addr}+{off}];");
+                emit!(self, "{guard}{what}{v}.{ty} {operand}, [{addr}+{off}];");
             } else {
-                emit!(self, "{what}{v}.{ty} [{addr}+{off}], {operand};");
+                emit!(self, "{guard}{what}{v}.{ty} [{addr}+{off}], {operand};");
             }
         }
     }
@@ -917,17 +934,22 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
             .collect()
     };
     match shape {
-        Shape::Vector { lanes, bcast, rows } => {
+        Shape::Vector {
+            lanes,
+            bcast,
+            rows,
+            per,
+        } => {
             let lanes = lanes as usize;
-            let (done, vec_done) = (g.p(), "VEC_DONE");
-            emit!(g, "setp.ge.u32 {done}, {gid}, {n};");
-            emit!(g, "@{done} bra {vec_done};");
-            let offs: Vec<String> = if rows {
+            if rows {
+                let done = g.p();
+                emit!(g, "setp.ge.u32 {done}, {gid}, {n};");
+                emit!(g, "@{done} bra DONE;");
                 // row = gid / (vectors per row), column = (gid - row * per_row) * lanes.
                 let div = g.div_params("row");
                 let (q, col) = g.divmod(&gid, &div);
                 emit!(g, "mul.lo.u32 {col}, {col}, {lanes};");
-                (0..ops)
+                let offs: Vec<String> = (0..ops)
                     .map(|k| {
                         let (rs, o) = (g.r(), g.r());
                         emit!(g, "ld.param.s32 {rs}, [rs{k}];");
@@ -938,43 +960,48 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
                         }
                         o
                     })
-                    .collect()
+                    .collect();
+                let addrs = addresses(&mut g, &offs);
+                let ins = inputs_at(&mut g, &addrs, lanes, bcast);
+                let out = run(&mut g, &ins, lanes);
+                g.store(p, &out, &addrs[0]);
             } else {
-                let (col, zero) = (g.r(), g.r());
-                emit!(g, "mul.lo.u32 {col}, {gid}, {lanes};");
+                // Vector `j` of thread `tid` of block `b`: `(b * per + j) * ntid + tid`, each
+                // guarded by `< n`: the loads of all `per`, then the program, then the stores.
+                let (first, zero) = (g.r(), g.r());
+                emit!(g, "mul.lo.u32 {first}, {ctaid}, {ntid};");
+                emit!(g, "mad.lo.u32 {first}, {first}, {per}, {tid};");
                 emit!(g, "mov.u32 {zero}, 0;");
-                (0..ops)
-                    .map(|k| {
-                        if bcast >> k & 1 != 0 {
-                            zero.clone()
-                        } else {
-                            col.clone()
-                        }
-                    })
-                    .collect()
-            };
-            let addrs = addresses(&mut g, &offs);
-            let ins = inputs_at(&mut g, &addrs, lanes, bcast);
-            let out = run(&mut g, &ins, lanes);
-            g.store(p, &out, &addrs[0]);
-            emit!(g, "{vec_done}:");
-            if !rows {
+                let at = |k: usize, i: &String| if bcast >> k & 1 != 0 { &zero } else { i }.clone();
+                let mut loaded = Vec::new();
+                for j in 0..per {
+                    let (v, inside, col) = (g.r(), g.p(), g.r());
+                    emit!(g, "mad.lo.u32 {v}, {ntid}, {j}, {first};");
+                    emit!(g, "setp.lt.u32 {inside}, {v}, {n};");
+                    emit!(g, "mul.lo.u32 {col}, {v}, {lanes};");
+                    let offs: Vec<String> = (0..ops).map(|k| at(k, &col)).collect();
+                    let addrs = addresses(&mut g, &offs);
+                    g.guard = Some(inside.clone());
+                    let ins = inputs_at(&mut g, &addrs, lanes, bcast);
+                    g.guard = None;
+                    loaded.push((inside, addrs, ins));
+                }
+                let outs: Vec<Vec<V>> = loaded
+                    .iter()
+                    .map(|(_, _, ins)| run(&mut g, ins, lanes))
+                    .collect();
+                for ((inside, addrs, _), out) in loaded.iter().zip(&outs) {
+                    g.guard = Some(inside.clone());
+                    g.store(p, out, &addrs[0]);
+                    g.guard = None;
+                }
                 // The tail: element `n * lanes + gid` for `gid < tail`.
-                let (tail, in_tail, i, zero) = (g.r(), g.p(), g.r(), g.r());
+                let (tail, in_tail, i) = (g.r(), g.p(), g.r());
                 emit!(g, "ld.param.u32 {tail}, [tail];");
                 emit!(g, "setp.ge.u32 {in_tail}, {gid}, {tail};");
                 emit!(g, "@{in_tail} bra DONE;");
                 emit!(g, "mad.lo.u32 {i}, {n}, {lanes}, {gid};");
-                emit!(g, "mov.u32 {zero}, 0;");
-                let offs: Vec<String> = (0..ops)
-                    .map(|k| {
-                        if bcast >> k & 1 != 0 {
-                            zero.clone()
-                        } else {
-                            i.clone()
-                        }
-                    })
-                    .collect();
+                let offs: Vec<String> = (0..ops).map(|k| at(k, &i)).collect();
                 let addrs = addresses(&mut g, &offs);
                 let ins = inputs_at(&mut g, &addrs, 1, bcast);
                 let out = run(&mut g, &ins, 1);
@@ -1572,6 +1599,7 @@ mod tests {
             lanes: 8,
             bcast: 0,
             rows: false,
+            per: 1,
         };
         let text = module(&p, shape, 90, &lib);
         assert!(!text.contains("call.uni"), "{text}");
@@ -1667,11 +1695,19 @@ mod tests {
                 lanes: 4,
                 bcast: 0,
                 rows: false,
+                per: 1,
             },
             Shape::Vector {
                 lanes: 8,
                 bcast: 0b0100,
                 rows: true,
+                per: 1,
+            },
+            Shape::Vector {
+                lanes: 2,
+                bcast: 0b0010,
+                rows: false,
+                per: 4,
             },
             Shape::Strided { rank: 1 },
             Shape::Strided { rank: 3 },

@@ -717,9 +717,11 @@ pub(crate) unsafe fn launch<const N: usize>(
     // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
     // keep their programs but on tiled layouts.
     let one_op = strided_apply_expr::kernel::one_kernel(p).is_some();
-    let Some((shape, n, tail, extra)) = tiled_layout(plan, &ptrs, &sizes)
-        .or_else(|| (!one_op).then(|| layout(plan, &ptrs, &sizes)).flatten())
-    else {
+    let Some((shape, n, tail, extra)) = tiled_layout(plan, &ptrs, &sizes).or_else(|| {
+        (!one_op)
+            .then(|| layout(plan, &ptrs, &sizes, gpu.sm_count()))
+            .flatten()
+    }) else {
         return Ok(false);
     };
     let Some(f) = function(gpu, stream, p, shape, later)? else {
@@ -738,9 +740,12 @@ pub(crate) unsafe fn launch<const N: usize>(
         kc_at,
     };
     let launch = match shape {
-        Shape::Vector { .. } => LaunchShape {
-            grid: n.max(tail).div_ceil(128).max(1) as u32,
-            block: (128, 1),
+        Shape::Vector { per, .. } => LaunchShape {
+            grid: n
+                .div_ceil(VECTOR_BLOCK as u64 * per as u64)
+                .max(tail.div_ceil(VECTOR_BLOCK as u64))
+                .max(1) as u32,
+            block: (VECTOR_BLOCK, 1),
             shared_bytes: 0,
         },
         Shape::Strided { .. } => LaunchShape {
@@ -1047,10 +1052,43 @@ fn tiled_layout<const N: usize>(
 
 /// The kernel shape of a 32-bit plan and its parameters past the constants: `(shape, n,
 /// tail, rest)` (`tail` only for the vector shape).
+/// Threads of a block of the vector shape.
+const VECTOR_BLOCK: u32 = 128;
+
+/// Vectors per thread of the one-dimensional vector shape ([`Shape::Vector`]'s `per`) for
+/// `n` vectors, `reads` of the inputs read as vectors (the others broadcast), on `sms` SMs:
+/// a program that reads one input takes 8 (or 4) where the threads still fill every SM
+/// (2048 threads each), else 1. Eight vectors a thread keep eight times the bytes in flight
+/// a thread: a program of some length (`gelu`'s tanh form over bf16) otherwise holds each
+/// thread's single load behind its arithmetic, and the memory system waits. Programs of
+/// more inputs already have as many loads in flight, and their vectors held at once take
+/// the registers of the threads (`benches/NOTES.md`, "Bytes in flight").
+fn vector_per(n: u64, reads: u32, sms: u32) -> u8 {
+    let fills = |per: u64| n >= per * 2048 * sms as u64;
+    match reads {
+        0 | 1 if fills(8) => 8,
+        0 | 1 if fills(4) => 4,
+        _ => 1,
+    }
+}
+
+/// `STRIDED_APPLY_EXPR_VECTORS` (1, 2, 4 or 8): the vectors a thread of the one-dimensional
+/// vector shape takes, for every launch, for measurements (read once).
+fn vectors_knob() -> Option<u8> {
+    static V: OnceLock<Option<u8>> = OnceLock::new();
+    *V.get_or_init(|| {
+        std::env::var("STRIDED_APPLY_EXPR_VECTORS")
+            .ok()
+            .and_then(|v| v.trim().parse().ok())
+            .filter(|v: &u8| matches!(v, 1 | 2 | 4 | 8))
+    })
+}
+
 fn layout<const N: usize>(
     plan: &Plan<N>,
     ptrs: &[u64; N],
     sizes: &[usize; N],
+    sms: u32,
 ) -> Option<(Shape, u64, u64, Vec<u64>)> {
     let widest = sizes.iter().copied().max().unwrap_or(4).max(1);
     let lanes = lanes_knob().unwrap_or((16 / widest).clamp(2, 8));
@@ -1061,6 +1099,7 @@ fn layout<const N: usize>(
             lanes: lanes as u8,
             bcast: 0,
             rows: false,
+            per: vectors_knob().unwrap_or_else(|| vector_per(n, N as u32 - 1, sms)),
         };
         return Some((shape, n, plan.numel % lanes as u64, Vec::new()));
     }
@@ -1087,6 +1126,12 @@ fn layout<const N: usize>(
                 lanes: lanes as u8,
                 bcast,
                 rows,
+                per: if rows {
+                    1
+                } else {
+                    let reads = N as u32 - 1 - (bcast >> 1).count_ones();
+                    vectors_knob().unwrap_or_else(|| vector_per(n0 / lanes as u64, reads, sms))
+                },
             };
             if rows {
                 let per_row = n0 / lanes as u64;
@@ -1112,6 +1157,23 @@ fn layout<const N: usize>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Long one-dimensional launches of programs reading one input as vectors take eight or
+    /// four vectors a thread where the threads still fill every SM (a 2^28-element bf16
+    /// `gelu`: 2^25 vectors, eight a thread); shorter ones, and programs of more inputs, one.
+    #[test]
+    fn long_launches_of_one_input_take_more_vectors_a_thread() {
+        let sms = 132;
+        assert_eq!(vector_per(1 << 25, 1, sms), 8);
+        assert_eq!(vector_per(8 * 2048 * 132, 1, sms), 8);
+        assert_eq!(vector_per(8 * 2048 * 132 - 1, 1, sms), 4);
+        assert_eq!(vector_per(4 * 2048 * 132, 0, sms), 4);
+        assert_eq!(vector_per(4 * 2048 * 132 - 1, 1, sms), 1);
+        assert_eq!(vector_per(1 << 20, 1, sms), 1);
+        assert_eq!(vector_per(1 << 25, 2, sms), 1);
+        assert_eq!(vector_per(1 << 25, 3, sms), 1);
+        assert_eq!(vector_per(0, 1, 1), 1);
+    }
 
     /// Columns take 8 threads along the slots where their blocks fill six an SM, else 32
     /// (columns of 32768 of `reduce_rows_expr`: 8192 outputs, 256 blocks on 132 SMs).
