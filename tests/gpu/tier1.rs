@@ -518,6 +518,24 @@ fn integer_cases(gpu: &Gpu, lines: &mut Vec<String>) -> Result<(), String> {
         &from_i16,
         f64::NAN,
     )?;
+    // Comparisons and bitwise ops of bools (false < true).
+    let bools = layouts_of(rows, cols, &|n, seed| {
+        int_values(n, seed, 8, |b| Bool::from(b & 1 == 1))
+    })?;
+    conversions(
+        gpu,
+        lines,
+        "logical_or(logical_xor(lt(a, b), ge(b, c)), logical_and(gt(a, c), le(c, b)))",
+        &bools,
+        Bool::from(true),
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "bitwise_not(bitwise_and(a, bitwise_or(b, bitwise_xor(a, c))))",
+        &bools,
+        Bool::from(false),
+    )?;
     Ok(())
 }
 

@@ -173,12 +173,13 @@ fn instr_ok(op: Opcode, class: Class, arg: u8) -> bool {
         },
         // `nextafter` of a 16-bit float steps in that type (the interpreter's `arg`).
         Nextafter => float && elem_of_code(arg) == Some(ElemType::F32),
+        // Comparisons of bools: false < true.
+        Lt | Le | Gt | Ge => true,
+        BitNot => int || class == Class::Bool,
         Neg | Abs | Relu | Sign | Floor | Ceil | Round | Trunc | IsNan | IsInf | IsFinite
-        | IsPosInf | IsNegInf | SignBit | Add | Sub | Mul | Div | Min | Max | Lt | Le | Gt | Ge
-        | Fmin | Fmax | Fma | Where | Clamp => float || int,
-        BitNot | Rem | FloorDiv | Fmod | Shl | Shr => {
-            int || (float && t1lib::name(op, class).is_some())
-        }
+        | IsPosInf | IsNegInf | SignBit | Add | Sub | Mul | Div | Min | Max | Fmin | Fmax | Fma
+        | Where | Clamp => float || int,
+        Rem | FloorDiv | Fmod | Shl | Shr => int || (float && t1lib::name(op, class).is_some()),
         Sqrt | Rsqrt | Copysign => float,
         _ => float && t1lib::name(op, class).is_some(),
     }
@@ -942,10 +943,23 @@ impl Gen {
         if class == Class::Bool {
             let p = self.p();
             let pred = match op {
-                Not => format!("not.pred {p}, {x};"),
+                Not | BitNot => format!("not.pred {p}, {x};"),
                 And | BitAnd => format!("and.pred {p}, {x}, {y};"),
                 Or | BitOr => format!("or.pred {p}, {x}, {y};"),
                 Xor | BitXor | Ne => format!("xor.pred {p}, {x}, {y};"),
+                // false < true: `x < y` is `!x & y`, `x <= y` is `!x | y`; `>` and `>=`
+                // with the operands' roles swapped.
+                Lt | Le | Gt | Ge => {
+                    let (lo, hi) = if matches!(op, Lt | Le) {
+                        (&x, &y)
+                    } else {
+                        (&y, &x)
+                    };
+                    let n = self.p();
+                    emit!(self, "not.pred {n}, {lo};");
+                    let how = if matches!(op, Lt | Gt) { "and" } else { "or" };
+                    format!("{how}.pred {p}, {n}, {hi};")
+                }
                 _ => {
                     // Eq: not xor.
                     emit!(self, "xor.pred {p}, {x}, {y};");
@@ -2281,6 +2295,19 @@ mod tests {
         "where(bool(a), i8(f32(b) * 100.0), i16(f64(c) * 1e6)) + u16(f32(a) * -3.0) + u8(bool(c))",
     ];
 
+    /// Comparisons and bitwise ops of bools.
+    const BOOL_EXPRS: &[&str] = &[
+        "logical_or(logical_xor(lt(a, b), ge(b, c)), logical_and(gt(a, c), le(c, b)))",
+        "bitwise_not(bitwise_and(a, bitwise_or(b, bitwise_xor(a, c))))",
+    ];
+
+    /// Input types and output type of the bool programs.
+    const BOOL_TYPES: [([ElemType; 3], Option<ElemType>); 3] = [
+        ([Bool, Bool, Bool], None),
+        ([Bool, Bool, Bool], Some(U8)),
+        ([Bool, Bool, Bool], Some(F32)),
+    ];
+
     /// Input types and output type (`None`: the expression's) of the integer programs.
     const INT_TYPES: [([ElemType; 3], Option<ElemType>); 11] = [
         ([I32, I32, I32], None),
@@ -2361,7 +2388,8 @@ mod tests {
 
     /// Every generated module of integer math compiles with `ptxas`: each integer
     /// expression for every integer math type (and `i8`, `i16`, `u16` in `I32`), bool and
-    /// float outputs, the conversions, on the vector, strided and tiled shapes, for sm_90
+    /// float outputs, the conversions, comparisons and bitwise ops of bools, on the vector,
+    /// strided and tiled shapes, for sm_90
     /// (the first shape of each program also for sm_70 and sm_80).
     #[test]
     fn integer_kernels_compile_with_ptxas() {
@@ -2374,6 +2402,9 @@ mod tests {
                 .into_iter()
                 .map(|(x, t, p)| (x + INT_EXPRS.len(), t, p)),
         );
+        let bools = int_programs(BOOL_EXPRS, &BOOL_TYPES);
+        let at = INT_EXPRS.len() + CAST_EXPRS.len();
+        programs.extend(bools.into_iter().map(|(x, t, p)| (x + at, t, p)));
         assert!(programs.len() > 80, "{} programs", programs.len());
         let mut jobs = Vec::new();
         for (x, t, p) in programs {
@@ -2428,6 +2459,9 @@ mod tests {
                 supports(&compile("f32(a) + b", [ty, ty], Some(F16))),
                 "{ty:?}"
             );
+        }
+        for text in ["lt(a, b)", "ge(a, b)", "logical_and(bitwise_not(a), b)"] {
+            assert!(supports(&compile(text, [Bool, Bool], None)), "{text}");
         }
         let p = compile("i32(a) + b", [F32, I32], None);
         assert!(supports(&p) && !supports_reduce(&p));
