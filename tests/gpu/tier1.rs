@@ -1,13 +1,13 @@
-//! Tier 1, compiled expressions: on every layout class, for the float types, a compiled
-//! expression gives the interpreter's bits (the same process runs both, by
-//! `Compiled::with_tier`), and for exact ops the CPU twin's; tier 1 really ran where it
-//! compiles the layout.
+//! Tier 1, compiled expressions: on every layout class, for the float and integer types
+//! (and conversions between them), a compiled expression gives the interpreter's bits (the
+//! same process runs both, by `Compiled::with_tier`), and for exact ops the CPU twin's;
+//! tier 1 really ran where it compiles the layout.
 
 use crate::harness::TestResult;
 use strided_apply::expr::{tier1_launches, Arg, DeviceArg, Expr, HostTensor, HostTensorMut, Tier};
 use strided_apply::gpu_kernels::{bf16, f16};
 use strided_apply::verify::{first_mismatch, Distance};
-use strided_apply::{ops, DeviceTensor, Elem, ElemType::F32, Error, Gpu, Layout};
+use strided_apply::{ops, Bool, DeviceTensor, Elem, ElemType::F32, Error, Gpu, Layout};
 
 /// An input: values and a layout (broadcast, sliced or permuted views of them).
 struct Input<T> {
@@ -141,22 +141,31 @@ fn layouts<T: Elem>(
     cols: usize,
     from: impl Fn(f64) -> T + Copy,
 ) -> Result<Vec<Class<T>>, String> {
+    layouts_of(rows, cols, &|n, seed| values(n, seed, from))
+}
+
+/// [`layouts`] with the inputs' values from `values(n, seed)`.
+fn layouts_of<T: Elem>(
+    rows: usize,
+    cols: usize,
+    values: &dyn Fn(usize, u64) -> Vec<T>,
+) -> Result<Vec<Class<T>>, String> {
     let e = |e: Error| e.to_string();
     let out = Layout::contiguous(&[rows, cols]).map_err(e)?;
     let full = |seed| Input {
-        host: values(rows * cols, seed, from),
+        host: values(rows * cols, seed),
         layout: out.clone(),
     };
     let mut v = vec![("dense", vec![full(1), full(2), full(3)], out.clone(), true)];
     let row = Input {
-        host: values(cols, 4, from),
+        host: values(cols, 4),
         layout: Layout::contiguous(&[1, cols])
             .map_err(e)?
             .broadcast_to(&[rows, cols])
             .map_err(e)?,
     };
     let col = Input {
-        host: values(rows, 5, from),
+        host: values(rows, 5),
         layout: Layout::contiguous(&[rows, 1])
             .map_err(e)?
             .broadcast_to(&[rows, cols])
@@ -170,7 +179,7 @@ fn layouts<T: Elem>(
     ));
     let wide = Layout::contiguous(&[rows, 2 * cols]).map_err(e)?;
     let sliced = Input {
-        host: values(2 * rows * cols, 7, from),
+        host: values(2 * rows * cols, 7),
         layout: wide
             .slice(1, Some(0), Some(2 * cols as isize), 2)
             .map_err(e)?,
@@ -182,7 +191,7 @@ fn layouts<T: Elem>(
         true,
     ));
     let t = Input {
-        host: values(rows * cols, 10, from),
+        host: values(rows * cols, 10),
         layout: Layout::contiguous(&[cols, rows])
             .map_err(e)?
             .transpose(0, 1)
@@ -192,7 +201,7 @@ fn layouts<T: Elem>(
     // The transposed input starting one element into its buffer: for 2-byte types its
     // pairs are not aligned words.
     let t_off = Input {
-        host: values(rows * cols + 1, 16, from),
+        host: values(rows * cols + 1, 16),
         layout: Layout::new(&[cols, rows], &[rows as isize, 1], 1)
             .map_err(e)?
             .transpose(0, 1)
@@ -209,7 +218,7 @@ fn layouts<T: Elem>(
     let out_b = Layout::contiguous(&[2, rows, cols]).map_err(e)?;
     let tb = |seed| -> Result<Input<T>, String> {
         Ok(Input {
-            host: values(2 * rows * cols, seed, from),
+            host: values(2 * rows * cols, seed),
             layout: Layout::contiguous(&[2, cols, rows])
                 .map_err(e)?
                 .transpose(1, 2)
@@ -217,7 +226,7 @@ fn layouts<T: Elem>(
         })
     };
     let rev = Input {
-        host: values(2 * rows * cols, 19, from),
+        host: values(2 * rows * cols, 19),
         layout: out_b.flip(0).map_err(e)?,
     };
     v.push((
@@ -230,14 +239,14 @@ fn layouts<T: Elem>(
     if rows.is_multiple_of(4) {
         let out3 = Layout::contiguous(&[4, rows / 4, cols]).map_err(e)?;
         let p = Input {
-            host: values(rows * cols, 13, from),
+            host: values(rows * cols, 13),
             layout: Layout::contiguous(&[rows / 4, 4, cols])
                 .map_err(e)?
                 .transpose(0, 1)
                 .map_err(e)?,
         };
         let f3 = |seed| Input {
-            host: values(rows * cols, seed, from),
+            host: values(rows * cols, seed),
             layout: out3.clone(),
         };
         v.push(("3-D permuted", vec![f3(14), p, f3(15)], out3, true));
@@ -325,11 +334,262 @@ pub fn tiers_agree(gpu: &Gpu) -> TestResult {
         lines.push(case::<f32, f32>(gpu, text, &f, &long, f32::NAN, exact, true).map_err(at)?);
         lines.push(case::<bf16, bf16>(gpu, text, &h, &long, bf16::NAN, exact, true).map_err(at)?);
     }
+    integer_cases(gpu, &mut lines)?;
     Ok(format!(
         "{} cases, tier 1 = tier 0 bit for bit; e.g. {}",
         lines.len(),
         lines[0]
     ))
+}
+
+/// Integer bits for a type of `width` bits (as `from` wraps them to it): 0, -1, the signed
+/// minimum and maximum, the width and one less (shift amounts at and inside the range),
+/// random bits, and small numbers in [-9, 9] most often.
+fn int_values<T: Elem>(n: usize, seed: u64, width: u32, from: impl Fn(u64) -> T) -> Vec<T> {
+    let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let top = 1u64 << (width - 1);
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let bits = match x >> 59 {
+                0 | 1 => 0,
+                2 | 3 => u64::MAX,
+                4 => top,
+                5 => top - 1,
+                6 => width as u64,
+                7 => width as u64 - 1,
+                8..=11 => x.wrapping_mul(0x2545_f491_4f6c_dd1d),
+                _ => (((x >> 20) % 19) as i64 - 9) as u64,
+            };
+            from(bits)
+        })
+        .collect()
+}
+
+/// Integer programs of one type: wrapping arithmetic, division and remainders (by 0, and
+/// `MIN / -1`), shifts (by negative amounts and the width or more), bitwise ops,
+/// comparisons and `where`, minimum, maximum, clamp, the value tests.
+const INT_EXACT: &[&str] = &[
+    "a * b + c - neg(a) + abs(b) * sign(c) + relu(a) - bitwise_not(c)",
+    "trunc_div(a, b) + remainder(a, c) + floor_divide(b, c) + fmod(c, a)",
+    "bitwise_left_shift(a, b) + bitwise_right_shift(c, b) + bitwise_xor(bitwise_and(a, b), bitwise_or(b, c))",
+    "where(logical_and(lt(a, b), ge(b, c)), a, where(logical_or(ne(a, c), le(a, b)), b, c)) + clamp(a, minimum(b, c), maximum(b, c)) + fma(a, b, c)",
+    "where(signbit(a), b, c) + where(isfinite(b), trunc_div(a, 3), 7) + fmin(a, c) * fmax(b, 2) + floor(c)",
+];
+
+/// Comparisons of integers to a bool output.
+const INT_TO_BOOL: &str = "logical_or(lt(a, b), logical_and(eq(b, c), ge(a, c)))";
+
+/// Runs `texts` over integer inputs of `T` (`width` bits, `from` wrapping bits to it) into
+/// outputs of `T`, on every layout class, and [`INT_TO_BOOL`] into bool.
+fn int_type<T: Elem + Distance>(
+    gpu: &Gpu,
+    lines: &mut Vec<String>,
+    width: u32,
+    from: fn(u64) -> T,
+) -> Result<(), String> {
+    let poison = from(0x5a5a_5a5a_5a5a_5a5a);
+    let classes = layouts_of(36, 1001, &|n, seed| int_values(n, seed, width, from))?;
+    for (name, ins, out, compiled) in classes {
+        for text in INT_EXACT {
+            let l = case::<T, T>(gpu, text, &ins, &out, poison, true, compiled)
+                .map_err(|m| format!("{name}: {m}"))?;
+            lines.push(l);
+        }
+        let l = case::<T, Bool>(
+            gpu,
+            INT_TO_BOOL,
+            &ins,
+            &out,
+            Bool::from(true),
+            true,
+            compiled,
+        )
+        .map_err(|m| format!("{name}: {m}"))?;
+        lines.push(l);
+    }
+    Ok(())
+}
+
+/// Runs `text` over the layout classes of inputs `ins` into outputs of `O`.
+fn conversions<T: Elem, O: Elem + Distance>(
+    gpu: &Gpu,
+    lines: &mut Vec<String>,
+    text: &str,
+    classes: &[Class<T>],
+    poison: O,
+) -> Result<(), String> {
+    for (name, ins, out, compiled) in classes {
+        let l = case::<T, O>(gpu, text, ins, out, poison, true, *compiled)
+            .map_err(|m| format!("{name}: {m}"))?;
+        lines.push(l);
+    }
+    Ok(())
+}
+
+/// The integer cases of [`tiers_agree`]: every integer element type's programs
+/// ([`int_type`]), then conversions: floats (NaN, infinities, values past each type's
+/// range) to every integer type, integers to floats (rounded to nearest), narrowing and
+/// widening between integer types, bool both ways, and programs mixing integer and float
+/// math.
+fn integer_cases(gpu: &Gpu, lines: &mut Vec<String>) -> Result<(), String> {
+    int_type::<i32>(gpu, lines, 32, |b| b as i32)?;
+    int_type::<i64>(gpu, lines, 64, |b| b as i64)?;
+    int_type::<u8>(gpu, lines, 8, |b| b as u8)?;
+    int_type::<u32>(gpu, lines, 32, |b| b as u32)?;
+    int_type::<u64>(gpu, lines, 64, |b| b)?;
+    int_type::<i8>(gpu, lines, 8, |b| b as i8)?;
+    int_type::<i16>(gpu, lines, 16, |b| b as i16)?;
+    int_type::<u16>(gpu, lines, 16, |b| b as u16)?;
+    let (rows, cols) = (36, 1001);
+    let f32s = layouts(rows, cols, |v| v as f32)?;
+    let f64s = layouts(rows, cols, |v| v)?;
+    conversions(
+        gpu,
+        lines,
+        "i32(a * 3e9) + i32(b * 100.0) - i32(c)",
+        &f32s,
+        0x5a5a_5a5ai32,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "i64(a * 1e19) + i64(b * 1e3) + i64(u8(c * 200.0))",
+        &f64s,
+        0x5a5ai64,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "u8(a * 200.0) + u8(b * 1e3) + u8(c)",
+        &f32s,
+        0x5au8,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "i8(a * 100.0) + i8(b * 1e5) + i8(c)",
+        &f32s,
+        0x5ai8,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "u64(a * 1e19) + u64(b * 1e3) + u64(i8(c * 1e3))",
+        &f64s,
+        0x5a5au64,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "u16(a * 4e4) + u16(b * 1e6) + u16(i16(c * 2e4))",
+        &f32s,
+        0x5a5au16,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "i16(a * 3e4) - i16(b * 1e9) + i16(u32(c * 3e9))",
+        &f64s,
+        0x5a5ai16,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "u32(a * 3e9) + u32(b) + u32(i64(c * 1e12))",
+        &f64s,
+        0x5a5a_5a5au32,
+    )?;
+    let from_i64 = layouts_of(rows, cols, &|n, seed| int_values(n, seed, 64, |b| b as i64))?;
+    let from_u64 = layouts_of(rows, cols, &|n, seed| int_values(n, seed, 64, |b| b))?;
+    let from_i32 = layouts_of(rows, cols, &|n, seed| int_values(n, seed, 32, |b| b as i32))?;
+    let from_u8 = layouts_of(rows, cols, &|n, seed| int_values(n, seed, 8, |b| b as u8))?;
+    let from_i16 = layouts_of(rows, cols, &|n, seed| int_values(n, seed, 16, |b| b as i16))?;
+    conversions(
+        gpu,
+        lines,
+        "f32(a) * 0.5 + f32(b) + f64(c)",
+        &from_i64,
+        f32::NAN,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "i32(i8(a)) + i32(i16(b)) + i32(u16(c)) + i32(u8(a))",
+        &from_i64,
+        0x5a5ai32,
+    )?;
+    conversions(gpu, lines, "f64(a) + f32(b) * 2.0 - c", &from_u64, f64::NAN)?;
+    conversions(
+        gpu,
+        lines,
+        "i32(a) + i32(u8(b)) + i32(i64(c)) + i32(bool(a))",
+        &from_u64,
+        0x5a5ai32,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "a * 0.75 + b / c + where(gt(a, b), f32(c) * 0.5, sqrt(abs(f32(a))))",
+        &from_i32,
+        f32::NAN,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "u8(a) + u8(bool(b)) * 3 + u8(i64(c) * 1000)",
+        &from_i32,
+        0x5au8,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "a * 1.5 - b / c + f32(i8(a))",
+        &from_u8,
+        f32::NAN,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "i64(a) * 3 + i64(u32(b)) + i64(i16(c))",
+        &from_u8,
+        0x5ai64,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "logical_or(lt(a, b), bool(c))",
+        &from_i16,
+        Bool::from(true),
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "f64(a) / 7 + f64(u16(b)) + f64(logical_not(bool(c)))",
+        &from_i16,
+        f64::NAN,
+    )?;
+    // Comparisons and bitwise ops of bools (false < true).
+    let bools = layouts_of(rows, cols, &|n, seed| {
+        int_values(n, seed, 8, |b| Bool::from(b & 1 == 1))
+    })?;
+    conversions(
+        gpu,
+        lines,
+        "logical_or(logical_xor(lt(a, b), ge(b, c)), logical_and(gt(a, c), le(c, b)))",
+        &bools,
+        Bool::from(true),
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "bitwise_not(bitwise_and(a, bitwise_or(b, bitwise_xor(a, c))))",
+        &bools,
+        Bool::from(false),
+    )?;
+    Ok(())
 }
 
 /// A CUDA graph capture records tier 1 for an expression compiled before it and the

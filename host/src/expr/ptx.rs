@@ -5,6 +5,16 @@
 //! functions called from the library the build compiled from the interpreter's own code
 //! ([`t1lib`]). So a compiled expression gives the interpreter's bits.
 //!
+//! It compiles programs of every math type ([`supports`]): the float types, bool
+//! (predicates), and the integer types in 32-bit registers (`I32`, `U32`; `U8` zero-extended,
+//! wrapped back to 8 bits after every op that can leave them; `i8`, `i16`, `u16` elements
+//! computed in `I32` as the program says, with its `Narrow`s) or 64-bit ones (`I64`, `U64`).
+//! Integer arithmetic wraps (`add`, `mul.lo`, `neg` of two's complement); division and
+//! remainders take a divisor of 1 in place of 0 and -1 (PTX leaves those undefined or
+//! overflowing) and select the interpreter's results for them (0, and `MIN / -1` wrapping to
+//! `MIN`); shifts select PyTorch's results for amounts out of range; conversions from floats
+//! select their saturated bounds and NaN's 0 rather than rely on `cvt`'s own.
+//!
 //! The kernel shapes, with the layout machinery of tier 0's kernels:
 //! - [`Shape::Vector`]: `lanes` elements along dimension 0 per thread, one vector access per
 //!   operand (unit stride) or one element for all lanes (stride 0), over one dimension (with
@@ -80,26 +90,39 @@ pub(crate) fn tile_side(pair: bool) -> u32 {
     }
 }
 
-/// Whether tier 1 compiles `p`: every value of a float math type or bool, every op one the
-/// generator writes, inputs and output of the float types or bool.
+/// Whether tier 1 compiles `p`: every value of a float math type, an integer math type
+/// (`I32`, `I64`, `U32`, `U8`, `U64`) or bool, every op one the generator writes; inputs and
+/// output of the float types `f32`, `f64`, `f16`, `bf16`, the integer types or bool. Not
+/// compiled: the 8-bit floats, an `f64` or integer value rounded to a 16-bit float (the
+/// library rounds those through `f32` rounded to odd, which the generator does not write),
+/// `nextafter` of a 16-bit float, and expression reductions of integer math
+/// ([`supports_reduce`]).
 pub(crate) fn supports(p: &Program) -> bool {
     let io = |code: u8| {
         matches!(
             elem_of_code(code),
-            Some(ElemType::F32 | ElemType::F64 | ElemType::F16 | ElemType::BF16 | ElemType::Bool)
+            Some(
+                ElemType::F32
+                    | ElemType::F64
+                    | ElemType::F16
+                    | ElemType::BF16
+                    | ElemType::Bool
+                    | ElemType::I8
+                    | ElemType::I16
+                    | ElemType::U16
+                    | ElemType::I32
+                    | ElemType::U32
+                    | ElemType::U8
+                    | ElemType::I64
+                    | ElemType::U64
+            )
         )
     };
-    let result = Class::from_code(p.result);
-    let out = elem_of_code(p.out);
-    // Rounding an `f64` value to a 16-bit float goes through `f32` rounded to odd, which the
-    // generator does not write.
-    let out_ok = match (result, out) {
-        (Some(Class::F64), Some(ElemType::F16 | ElemType::BF16)) => false,
-        (Some(Class::F32 | Class::F64 | Class::Bool), Some(_)) => true,
-        _ => false,
+    let (Some(result), Some(out)) = (Class::from_code(p.result), elem_of_code(p.out)) else {
+        return false;
     };
-    out_ok
-        && io(p.out)
+    io(p.out)
+        && (!to_half(out) || matches!(result, Class::F32 | Class::Bool))
         && p.inputs[..p.n_inputs as usize].iter().all(|&c| io(c))
         && p.code().iter().all(|i| {
             let (Some(op), Some(class)) = (Opcode::from_code(i.op), Class::from_code(i.class))
@@ -110,46 +133,92 @@ pub(crate) fn supports(p: &Program) -> bool {
         })
 }
 
+/// Whether tier 1 compiles `p` as an expression reduction: [`supports`], and every value of
+/// a float math type or bool (the reduction kernels are not tested with integer math yet).
+pub(crate) fn supports_reduce(p: &Program) -> bool {
+    let float = |c: u8| Class::from_code(c).is_some_and(|c| c.is_float() || c == Class::Bool);
+    supports(p)
+        && p.code().iter().all(|i| {
+            float(i.class)
+                && match Opcode::from_code(i.op) {
+                    Some(Opcode::Cast) => float(i.arg),
+                    Some(Opcode::Narrow) => elem_of_code(i.arg).is_some_and(|e| e.is_float()),
+                    _ => true,
+                }
+        })
+        && p.inputs[..p.n_inputs as usize]
+            .iter()
+            .all(|&c| elem_of_code(c).is_some_and(|e| e.is_float() || e == ElemType::Bool))
+}
+
+/// A 16-bit float element type.
+fn to_half(e: ElemType) -> bool {
+    matches!(e, ElemType::F16 | ElemType::BF16)
+}
+
+/// Whether a math type is one of the integer types.
+fn is_int(c: Class) -> bool {
+    !c.is_float() && c != Class::Bool
+}
+
 fn instr_ok(op: Opcode, class: Class, arg: u8) -> bool {
     use Opcode::*;
     let float = class.is_float();
+    let int = is_int(class);
     match op {
-        Load | Const => float || class == Class::Bool,
-        Not | And | Or | Xor | BitAnd | BitOr | BitXor => class == Class::Bool,
-        Eq | Ne => float || class == Class::Bool,
-        Cast => {
-            let from = Class::from_code(arg);
-            (float || class == Class::Bool)
-                && from.is_some_and(|f| f.is_float() || f == Class::Bool)
-        }
-        Narrow => matches!(
-            (class, elem_of_code(arg)),
-            (
-                Class::F32,
-                Some(ElemType::F16 | ElemType::BF16 | ElemType::F32)
-            ) | (Class::F64, Some(ElemType::F32 | ElemType::F64))
-        ),
+        Load | Const => true,
+        Not | And | Or | Xor => class == Class::Bool,
+        BitAnd | BitOr | BitXor => class == Class::Bool || int,
+        Eq | Ne => true,
+        // Every conversion between the math types.
+        Cast => Class::from_code(arg).is_some(),
+        Narrow => match elem_of_code(arg) {
+            Some(ElemType::F16 | ElemType::BF16) => class == Class::F32,
+            Some(ElemType::F32) => float,
+            Some(ElemType::F64) => class == Class::F64,
+            // Wrapped (integers), saturated (floats) or 0 and 1 (bool).
+            Some(ElemType::I8 | ElemType::I16 | ElemType::U16) => true,
+            _ => false,
+        },
         // `nextafter` of a 16-bit float steps in that type (the interpreter's `arg`).
         Nextafter => float && elem_of_code(arg) == Some(ElemType::F32),
-        Neg | Abs | Relu | Sqrt | Rsqrt | Sign | Floor | Ceil | Round | Trunc | IsNan | IsInf
-        | IsFinite | IsPosInf | IsNegInf | SignBit | Add | Sub | Mul | Div | Min | Max | Lt
-        | Le | Gt | Ge | Copysign | Fmin | Fmax | Fma | Where | Clamp => float,
+        // Comparisons of bools: false < true.
+        Lt | Le | Gt | Ge => true,
+        BitNot => int || class == Class::Bool,
+        Neg | Abs | Relu | Sign | Floor | Ceil | Round | Trunc | IsNan | IsInf | IsFinite
+        | IsPosInf | IsNegInf | SignBit | Add | Sub | Mul | Div | Min | Max | Fmin | Fmax | Fma
+        | Where | Clamp => float || int,
+        Rem | FloorDiv | Fmod | Shl | Shr => int || (float && t1lib::name(op, class).is_some()),
+        Sqrt | Rsqrt | Copysign => float,
         _ => float && t1lib::name(op, class).is_some(),
     }
 }
 
-/// A value: a register of a float type or a predicate.
+/// A value: a register of a float type, a predicate, or an integer register of an integer
+/// math type (`.b32` for `I32`, `U32` and `U8`, a `u8` zero-extended; `.b64` for `I64` and
+/// `U64`).
 #[derive(Clone, Debug)]
 enum V {
     F(String),
     D(String),
     P(String),
+    I(Class, String),
 }
 
 impl V {
     fn reg(&self) -> &str {
         match self {
-            V::F(r) | V::D(r) | V::P(r) => r,
+            V::F(r) | V::D(r) | V::P(r) | V::I(_, r) => r,
+        }
+    }
+
+    /// The math type the value is of.
+    fn class(&self) -> Class {
+        match self {
+            V::F(_) => Class::F32,
+            V::D(_) => Class::F64,
+            V::P(_) => Class::Bool,
+            V::I(c, _) => *c,
         }
     }
 }
@@ -458,13 +527,381 @@ fn ft_of(class: Class) -> &'static Ft {
     }
 }
 
+/// An integer math type's PTX names: its arithmetic type `t` (`s32`, `u32`, `s64`, `u64`;
+/// `U8` computes in `u32`, its values zero-extended), bit type `b`, width in bits as the
+/// interpreter's shifts read it, signedness, whether it is 64 bits wide, and whether it
+/// is `U8` (held in a wider register: an op that can leave 8 bits is and-ed back to them).
+struct It {
+    t: &'static str,
+    b: &'static str,
+    bits: u32,
+    signed: bool,
+    wide: bool,
+    byte: bool,
+}
+
+/// The names of integer math type `class` (`I32`'s for a type that is not one).
+fn it_of(class: Class) -> It {
+    let (t, bits, signed, wide) = match class {
+        Class::I64 => ("s64", 64, true, true),
+        Class::U64 => ("u64", 64, false, true),
+        Class::U32 => ("u32", 32, false, false),
+        Class::U8 => ("u32", 8, false, false),
+        _ => ("s32", 32, true, false),
+    };
+    It {
+        t,
+        b: if wide { "b64" } else { "b32" },
+        bits,
+        signed,
+        wide,
+        byte: class == Class::U8,
+    }
+}
+
+/// A float constant of type `ft` in PTX's hexadecimal form.
+fn fconst(ft: &Ft, v: f64) -> String {
+    if ft.f64 {
+        format!("0d{:016X}", v.to_bits())
+    } else {
+        format!("0f{:08X}", (v as f32).to_bits())
+    }
+}
+
+impl Gen {
+    /// A fresh integer register of `it`'s width.
+    fn ireg(&mut self, it: &It) -> String {
+        if it.wide {
+            self.rd()
+        } else {
+            self.r()
+        }
+    }
+
+    /// `r` wrapped to 8 bits where `it` is `U8` (a fresh register), else `r`.
+    fn wrap_byte(&mut self, it: &It, r: String) -> String {
+        if !it.byte {
+            return r;
+        }
+        let o = self.r();
+        emit!(self, "and.b32 {o}, {r}, 255;");
+        o
+    }
+
+    /// `r` (a `u32`, saturated) at most 255 where `it` is `U8`, else `r`.
+    fn clamp_byte(&mut self, it: &It, r: &str) -> String {
+        if !it.byte {
+            return r.to_string();
+        }
+        let o = self.r();
+        emit!(self, "min.u32 {o}, {r}, 255;");
+        o
+    }
+
+    /// Float `x` of type `ft` converted to integer type `it` (`U8`: to `u32`) as Rust's
+    /// `as`: toward zero, saturated at the type's bounds, NaN 0. The bounds and NaN are
+    /// selected explicitly, so no out-of-range `cvt` result is kept.
+    fn float_to_int(&mut self, ft: &Ft, x: &str, it: &It) -> String {
+        let w = if it.wide { 64 } else { 32 };
+        let (lo, hi, min, max) = match (it.signed, it.wide) {
+            (true, false) => (-(2f64.powi(31)), 2f64.powi(31), "0x80000000", "0x7FFFFFFF"),
+            (true, true) => (
+                -(2f64.powi(63)),
+                2f64.powi(63),
+                "0x8000000000000000",
+                "0x7FFFFFFFFFFFFFFF",
+            ),
+            (false, false) => (0.0, 2f64.powi(32), "0", "0xFFFFFFFF"),
+            (false, true) => (0.0, 2f64.powi(64), "0", "0xFFFFFFFFFFFFFFFF"),
+        };
+        let t = if it.signed {
+            format!("s{w}")
+        } else {
+            format!("u{w}")
+        };
+        let (r, a, b, o) = (self.ireg(it), self.ireg(it), self.ireg(it), self.ireg(it));
+        let (ph, pl, pn) = (self.p(), self.p(), self.p());
+        let (ib, f) = (it.b, ft.t);
+        emit!(self, "cvt.rzi.{t}.{f} {r}, {x};");
+        emit!(self, "setp.ge.{f} {ph}, {x}, {};", fconst(ft, hi));
+        emit!(self, "selp.{ib} {a}, {max}, {r}, {ph};");
+        emit!(self, "setp.lt.{f} {pl}, {x}, {};", fconst(ft, lo));
+        emit!(self, "selp.{ib} {b}, {min}, {a}, {pl};");
+        emit!(self, "setp.nan.{f} {pn}, {x}, {x};");
+        emit!(self, "selp.{ib} {o}, 0, {b}, {pn};");
+        o
+    }
+
+    /// Integer `x` of type `from` converted to type `to` as Rust's `as`: two's-complement
+    /// bits truncated, or extended by the source's signedness.
+    fn int_convert(&mut self, from: &It, to: &It, x: &str) -> String {
+        let r = match (from.wide, to.wide) {
+            (true, false) => {
+                let r = self.r();
+                emit!(self, "cvt.u32.u64 {r}, {x};");
+                r
+            }
+            (false, true) => {
+                let r = self.rd();
+                let t = if from.signed { "s64.s32" } else { "u64.u32" };
+                emit!(self, "cvt.{t} {r}, {x};");
+                r
+            }
+            _ => x.to_string(),
+        };
+        if from.byte {
+            r
+        } else {
+            self.wrap_byte(to, r)
+        }
+    }
+
+    /// Value `v` rounded to `i8`, `i16` or `u16` (`e`) as the interpreter's `Narrow` (a
+    /// cast: integers wrap, floats saturate, bool gives 1 or 0), extended back to `I32`.
+    fn narrow_int(&mut self, v: &V, e: ElemType) -> V {
+        let x = v.reg().to_string();
+        let c = v.class();
+        let o = self.r();
+        if c == Class::Bool {
+            emit!(self, "selp.b32 {o}, 1, 0, {x};");
+        } else if c.is_float() {
+            let unsigned = e == ElemType::U16;
+            let it = it_of(if unsigned { Class::U32 } else { Class::I32 });
+            let r = self.float_to_int(ft_of(c), &x, &it);
+            match e {
+                ElemType::U16 => emit!(self, "min.u32 {o}, {r}, 65535;"),
+                _ => {
+                    let (lo, hi) = if e == ElemType::I8 {
+                        (-128, 127)
+                    } else {
+                        (-32768, 32767)
+                    };
+                    let m = self.r();
+                    emit!(self, "max.s32 {m}, {r}, {lo};");
+                    emit!(self, "min.s32 {o}, {m}, {hi};");
+                }
+            }
+        } else {
+            let it = it_of(c);
+            let r = self.int_convert(&it, &it_of(Class::I32), &x);
+            match e {
+                ElemType::I8 => emit!(self, "bfe.s32 {o}, {r}, 0, 8;"),
+                ElemType::I16 => emit!(self, "bfe.s32 {o}, {r}, 0, 16;"),
+                _ => emit!(self, "and.b32 {o}, {r}, 65535;"),
+            }
+        }
+        V::I(Class::I32, o)
+    }
+
+    /// A divisor that PTX's `div` and `rem` take for every `y` (an integer of type `it`):
+    /// 1 where `y` is 0 or, for a signed type, -1 (`MIN / -1` overflows; the callers
+    /// give those their results). (divisor, `y == 0`, `y == -1` (signed types)).
+    fn safe_divisor(&mut self, it: &It, y: &str) -> (String, String, Option<String>) {
+        let (t, b) = (it.t, it.b);
+        let (zero, ys) = (self.p(), self.ireg(it));
+        emit!(self, "setp.eq.{t} {zero}, {y}, 0;");
+        if !it.signed {
+            emit!(self, "selp.{b} {ys}, 1, {y}, {zero};");
+            return (ys, zero, None);
+        }
+        let (m1, bad) = (self.p(), self.p());
+        emit!(self, "setp.eq.{t} {m1}, {y}, -1;");
+        emit!(self, "or.pred {bad}, {zero}, {m1};");
+        emit!(self, "selp.{b} {ys}, 1, {y}, {bad};");
+        (ys, zero, Some(m1))
+    }
+
+    /// `x / y` truncated, wrapping (`MIN / -1` is `MIN`), by zero 0; the divisor of
+    /// [`Gen::safe_divisor`] and its predicates.
+    fn int_div(&mut self, it: &It, x: &str, ys: &str, zero: &str, m1: Option<&str>) -> String {
+        let (t, b) = (it.t, it.b);
+        let q = self.ireg(it);
+        emit!(self, "div.{t} {q}, {x}, {ys};");
+        let q = match m1 {
+            Some(m1) => {
+                let (n, q2) = (self.ireg(it), self.ireg(it));
+                emit!(self, "neg.{t} {n}, {x};");
+                emit!(self, "selp.{b} {q2}, {n}, {q}, {m1};");
+                q2
+            }
+            None => q,
+        };
+        let o = self.ireg(it);
+        emit!(self, "selp.{b} {o}, 0, {q}, {zero};");
+        o
+    }
+
+    /// Instruction `op` of integer math type `class` on registers `x`, `y`, `z`, as the
+    /// interpreter's `int_eval`: wrapping arithmetic, division and remainders by zero 0,
+    /// PyTorch's shifts.
+    fn int_op(&mut self, op: Opcode, class: Class, x: &str, y: &str, z: &str) -> V {
+        use Opcode::*;
+        let it = it_of(class);
+        let (t, b) = (it.t, it.b);
+        // The signed type of the register's width (`neg` has no unsigned form).
+        let s = if it.wide { "s64" } else { "s32" };
+        let int = |g: &mut Gen, text: &dyn Fn(&str) -> String| {
+            let o = g.ireg(&it);
+            let line = text(&o);
+            emit!(g, "{line}");
+            o
+        };
+        let r = match op {
+            Neg => {
+                let o = int(self, &|o| format!("neg.{s} {o}, {x};"));
+                self.wrap_byte(&it, o)
+            }
+            Abs if it.signed => {
+                // Wrapping: `|MIN|` is `MIN`.
+                let (p, n, o) = (self.p(), self.ireg(&it), self.ireg(&it));
+                emit!(self, "setp.lt.{t} {p}, {x}, 0;");
+                emit!(self, "neg.{t} {n}, {x};");
+                emit!(self, "selp.{b} {o}, {n}, {x}, {p};");
+                o
+            }
+            Relu if it.signed => int(self, &|o| format!("max.{t} {o}, {x}, 0;")),
+            // Unsigned values are their own magnitude and never below zero; integers are
+            // their own rounding.
+            Abs | Relu | Floor | Ceil | Round | Trunc => x.to_string(),
+            Sign => {
+                // (0 < x) - (x < 0).
+                let (pos, neg, m, o) = (self.p(), self.p(), self.ireg(&it), self.ireg(&it));
+                emit!(self, "setp.gt.{t} {pos}, {x}, 0;");
+                emit!(self, "setp.lt.{t} {neg}, {x}, 0;");
+                emit!(self, "selp.{b} {m}, -1, 0, {neg};");
+                emit!(self, "selp.{b} {o}, 1, {m}, {pos};");
+                o
+            }
+            BitNot => {
+                let o = int(self, &|o| format!("not.{b} {o}, {x};"));
+                self.wrap_byte(&it, o)
+            }
+            // Integers are finite, never NaN or infinite; the sign bit of a signed value.
+            IsFinite => return self.pred(|g, p| emit!(g, "setp.eq.{b} {p}, {x}, {x};")),
+            SignBit if it.signed => return self.pred(|g, p| emit!(g, "setp.lt.{t} {p}, {x}, 0;")),
+            IsNan | IsInf | IsPosInf | IsNegInf | SignBit => {
+                return self.pred(|g, p| emit!(g, "setp.ne.{b} {p}, {x}, {x};"))
+            }
+            Add | Sub | Mul => {
+                let o = match op {
+                    Add => int(self, &|o| format!("add.{t} {o}, {x}, {y};")),
+                    Sub => int(self, &|o| format!("sub.{t} {o}, {x}, {y};")),
+                    _ => int(self, &|o| format!("mul.lo.{t} {o}, {x}, {y};")),
+                };
+                self.wrap_byte(&it, o)
+            }
+            Fma => {
+                let o = int(self, &|o| format!("mad.lo.{t} {o}, {x}, {y}, {z};"));
+                self.wrap_byte(&it, o)
+            }
+            Min | Fmin => int(self, &|o| format!("min.{t} {o}, {x}, {y};")),
+            Max | Fmax => int(self, &|o| format!("max.{t} {o}, {x}, {y};")),
+            Clamp => {
+                let m = int(self, &|o| format!("max.{t} {o}, {x}, {y};"));
+                int(self, &|o| format!("min.{t} {o}, {m}, {z};"))
+            }
+            Div => {
+                let (ys, zero, m1) = self.safe_divisor(&it, y);
+                self.int_div(&it, x, &ys, &zero, m1.as_deref())
+            }
+            FloorDiv => {
+                let (ys, zero, m1) = self.safe_divisor(&it, y);
+                let q = self.int_div(&it, x, &ys, &zero, m1.as_deref());
+                if !it.signed {
+                    q
+                } else {
+                    // One less where the remainder is not 0 and the signs differ (the
+                    // remainder by -1 is 0: `rem` by the safe divisor 1 gives it).
+                    let (r, q1, o) = (self.ireg(&it), self.ireg(&it), self.ireg(&it));
+                    let (nz, xn, yn, d) = (self.p(), self.p(), self.p(), self.p());
+                    emit!(self, "rem.{t} {r}, {x}, {ys};");
+                    emit!(self, "setp.ne.{t} {nz}, {r}, 0;");
+                    emit!(self, "setp.lt.{t} {xn}, {x}, 0;");
+                    emit!(self, "setp.lt.{t} {yn}, {y}, 0;");
+                    emit!(self, "xor.pred {d}, {xn}, {yn};");
+                    emit!(self, "and.pred {d}, {d}, {nz};");
+                    emit!(self, "sub.{t} {q1}, {q}, 1;");
+                    emit!(self, "selp.{b} {o}, {q1}, {q}, {d};");
+                    o
+                }
+            }
+            Rem | Fmod => {
+                // By the safe divisor 1 the remainder is 0, as by 0 and (MIN % -1) by -1.
+                let (ys, _, _) = self.safe_divisor(&it, y);
+                let r = int(self, &|o| format!("rem.{t} {o}, {x}, {ys};"));
+                if op == Fmod || !it.signed {
+                    r
+                } else {
+                    // Python's `%`: moved to the divisor's sign where it is not 0.
+                    let (sum, o) = (self.ireg(&it), self.ireg(&it));
+                    let (nz, rn, yn, d) = (self.p(), self.p(), self.p(), self.p());
+                    emit!(self, "setp.ne.{t} {nz}, {r}, 0;");
+                    emit!(self, "setp.lt.{t} {rn}, {r}, 0;");
+                    emit!(self, "setp.lt.{t} {yn}, {y}, 0;");
+                    emit!(self, "xor.pred {d}, {rn}, {yn};");
+                    emit!(self, "and.pred {d}, {d}, {nz};");
+                    emit!(self, "add.{t} {sum}, {r}, {y};");
+                    emit!(self, "selp.{b} {o}, {sum}, {r}, {d};");
+                    o
+                }
+            }
+            Eq | Ne | Lt | Le | Gt | Ge => {
+                let cmp = match op {
+                    Eq => "eq",
+                    Ne => "ne",
+                    Lt => "lt",
+                    Le => "le",
+                    Gt => "gt",
+                    _ => "ge",
+                };
+                return self.pred(|g, p| emit!(g, "setp.{cmp}.{t} {p}, {x}, {y};"));
+            }
+            BitAnd => int(self, &|o| format!("and.{b} {o}, {x}, {y};")),
+            BitOr => int(self, &|o| format!("or.{b} {o}, {x}, {y};")),
+            BitXor => int(self, &|o| format!("xor.{b} {o}, {x}, {y};")),
+            Shl | Shr => {
+                // Out of range: a negative amount or the width or more (one unsigned
+                // comparison). The amount as `.u32`.
+                let (oor, amt) = (self.p(), self.r());
+                let u = if it.wide { "u64" } else { "u32" };
+                emit!(self, "setp.gt.{u} {oor}, {y}, {};", it.bits - 1);
+                if it.wide {
+                    emit!(self, "cvt.u32.u64 {amt}, {y};");
+                } else {
+                    emit!(self, "mov.b32 {amt}, {y};");
+                }
+                if op == Shr && it.signed {
+                    // Out of range: the sign fill, a shift by the width less one.
+                    let a = self.r();
+                    emit!(self, "selp.b32 {a}, {}, {amt}, {oor};", it.bits - 1);
+                    int(self, &|o| format!("shr.{t} {o}, {x}, {a};"))
+                } else {
+                    let how = if op == Shl { "shl.b" } else { "shr.u" };
+                    let w = if it.wide { 64 } else { 32 };
+                    let sh = int(self, &|o| format!("{how}{w} {o}, {x}, {amt};"));
+                    let o = int(self, &|o| format!("selp.{b} {o}, 0, {sh}, {oor};"));
+                    self.wrap_byte(&it, o)
+                }
+            }
+            Where => int(self, &|o| format!("selp.{b} {o}, {y}, {z}, {x};")),
+            // `supports` admits no other op of integer math.
+            _ => x.to_string(),
+        };
+        V::I(class, r)
+    }
+}
+
 /// The PTX type of an element type's raw bits in loads and stores.
 fn raw_ty(e: ElemType) -> &'static str {
     match e {
         ElemType::F32 => "f32",
         ElemType::F64 => "f64",
-        ElemType::F16 | ElemType::BF16 => "b16",
-        _ => "u8",
+        _ => match e.size() {
+            1 => "u8",
+            2 => "b16",
+            4 => "b32",
+            _ => "b64",
+        },
     }
 }
 
@@ -503,13 +940,37 @@ impl Gen {
         let x = a.first().map(V::reg).unwrap_or("").to_string();
         let y = a.get(1).map(V::reg).unwrap_or("").to_string();
         let z = a.get(2).map(V::reg).unwrap_or("").to_string();
-        if class == Class::Bool && !matches!(op, Cast) {
+        let Some(v) = a.first() else {
+            return V::F(F32T.zero.into());
+        };
+        match op {
+            Cast => return self.cast(Class::from_code(arg).unwrap_or(class), class, v),
+            Narrow if matches!(elem(arg), ElemType::I8 | ElemType::I16 | ElemType::U16) => {
+                return self.narrow_int(v, elem(arg));
+            }
+            _ if is_int(class) && op != Narrow => return self.int_op(op, class, &x, &y, &z),
+            _ => {}
+        }
+        if class == Class::Bool {
             let p = self.p();
             let pred = match op {
-                Not => format!("not.pred {p}, {x};"),
+                Not | BitNot => format!("not.pred {p}, {x};"),
                 And | BitAnd => format!("and.pred {p}, {x}, {y};"),
                 Or | BitOr => format!("or.pred {p}, {x}, {y};"),
                 Xor | BitXor | Ne => format!("xor.pred {p}, {x}, {y};"),
+                // false < true: `x < y` is `!x & y`, `x <= y` is `!x | y`; `>` and `>=`
+                // with the operands' roles swapped.
+                Lt | Le | Gt | Ge => {
+                    let (lo, hi) = if matches!(op, Lt | Le) {
+                        (&x, &y)
+                    } else {
+                        (&y, &x)
+                    };
+                    let n = self.p();
+                    emit!(self, "not.pred {n}, {lo};");
+                    let how = if matches!(op, Lt | Gt) { "and" } else { "or" };
+                    format!("{how}.pred {p}, {n}, {hi};")
+                }
                 _ => {
                     // Eq: not xor.
                     emit!(self, "xor.pred {p}, {x}, {y};");
@@ -640,7 +1101,6 @@ impl Gen {
                 emit!(self, "selp.{t} {out}, {x}, {m}, {n};");
                 Gen::val(ft, out)
             }
-            Cast => self.cast(Class::from_code(arg).unwrap_or(class), class, &a[0]),
             Narrow => {
                 let out = match (class, elem(arg)) {
                     (Class::F32, e @ (ElemType::F16 | ElemType::BF16)) => self.round16(&x, e),
@@ -687,7 +1147,32 @@ impl Gen {
                 let ft = ft_of(from);
                 self.pred(|g, p| emit!(g, "setp.neu.{} {p}, {x}, {};", ft.t, ft.zero))
             }
-            _ => v.clone(),
+            _ if from == to => v.clone(),
+            (Class::Bool, _) => {
+                // `to` is an integer type here: 1 or 0.
+                let it = it_of(to);
+                let o = self.ireg(&it);
+                emit!(self, "selp.{} {o}, 1, 0, {x};", it.b);
+                V::I(to, o)
+            }
+            (_, Class::Bool) => {
+                let it = it_of(from);
+                self.pred(|g, p| emit!(g, "setp.ne.{} {p}, {x}, 0;", it.b))
+            }
+            (Class::F32 | Class::F64, _) => {
+                // Saturating, NaN to 0 (`as`); `u8` through `u32`, then at most 255.
+                let it = it_of(to);
+                let r = self.float_to_int(ft_of(from), &x, &it);
+                V::I(to, self.clamp_byte(&it, &r))
+            }
+            (_, Class::F32 | Class::F64) => {
+                // Rounded to nearest even, as `as` rounds.
+                let (it, ft) = (it_of(from), ft_of(to));
+                let o = self.fl(ft);
+                emit!(self, "cvt.rn.{}.{} {o}, {x};", ft.t, it.t);
+                Gen::val(ft, o)
+            }
+            _ => V::I(to, self.int_convert(&it_of(from), &it_of(to), &x)),
         }
     }
 
@@ -696,7 +1181,11 @@ impl Gen {
         match e {
             ElemType::F32 => self.f(),
             ElemType::F64 => self.d(),
-            _ => self.h(),
+            _ => match e.size() {
+                1 | 2 => self.h(),
+                4 => self.r(),
+                _ => self.rd(),
+            },
         }
     }
 
@@ -711,13 +1200,24 @@ impl Gen {
     }
 
     /// The value of raw bits `r` of an element of type `e` (16-bit floats widened to `f32`
-    /// exactly, a bool byte nonzero true).
+    /// exactly, a bool byte nonzero true, `u8` zero-extended to 32 bits, `i8`, `i16` and
+    /// `u16` extended to `I32`).
     fn widen(&mut self, e: ElemType, r: &str) -> V {
+        let ext = |g: &mut Gen, cvt: &str, c: Class| {
+            let o = g.r();
+            emit!(g, "cvt.{cvt} {o}, {r};");
+            V::I(c, o)
+        };
         match e {
             ElemType::F32 => V::F(r.to_string()),
             ElemType::F64 => V::D(r.to_string()),
             ElemType::F16 | ElemType::BF16 => V::F(self.widen16(r, e)),
-            _ => self.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {r}, 0;")),
+            ElemType::Bool => self.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {r}, 0;")),
+            ElemType::U8 => ext(self, "u32.u16", Class::U8),
+            ElemType::I8 => ext(self, "s32.s8", Class::I32),
+            ElemType::I16 => ext(self, "s32.s16", Class::I32),
+            ElemType::U16 => ext(self, "u32.u16", Class::I32),
+            _ => V::I(Class::of(e).unwrap_or(Class::I32), r.to_string()),
         }
     }
 
@@ -779,43 +1279,47 @@ impl Gen {
     /// Stores `vals` (the program's result, one per lane) at `addr` as the output type.
     fn store(&mut self, p: &Program, vals: &[V], addr: &str) {
         let e = elem(p.out);
+        let regs: Vec<String> = vals.iter().map(|v| self.raw_of(v, e)).collect();
+        let ty = raw_ty(e);
+        self.vector_access("st.global", ty, e.size(), addr, &regs);
+    }
+
+    /// The raw bits of element type `e` that value `v` rounds to (the store's conversion,
+    /// as the interpreter's `narrow`): a register of [`Gen::raw_reg`]'s kind.
+    fn raw_of(&mut self, v: &V, e: ElemType) -> String {
+        // The low 16 bits of a 32-bit integer register.
+        let low16 = |g: &mut Gen, r: &str| {
+            let h = g.h();
+            emit!(g, "cvt.u16.u32 {h}, {r};");
+            h
+        };
         match e {
             ElemType::F32 | ElemType::F64 => {
                 let ft = if e == ElemType::F64 { &F64T } else { &F32T };
-                let regs: Vec<String> = vals.iter().map(|v| self.float_of(v, ft)).collect();
-                self.vector_access("st.global", ft.t, e.size(), addr, &regs);
+                self.float_of(v, ft)
             }
             ElemType::F16 | ElemType::BF16 => {
-                let regs: Vec<String> = vals
-                    .iter()
-                    .map(|v| {
-                        let f = self.float_of(v, &F32T);
-                        self.bits16(&f, e)
-                    })
-                    .collect();
-                self.vector_access("st.global", "b16", 2, addr, &regs);
+                let f = self.float_of(v, &F32T);
+                self.bits16(&f, e)
+            }
+            ElemType::Bool => {
+                let p = self.cast(v.class(), Class::Bool, v).reg().to_string();
+                let h = self.h();
+                emit!(self, "selp.u16 {h}, 1, 0, {p};");
+                h
+            }
+            ElemType::I8 | ElemType::I16 | ElemType::U16 => {
+                let r = self.narrow_int(v, e).reg().to_string();
+                low16(self, &r)
             }
             _ => {
-                let regs: Vec<String> = vals
-                    .iter()
-                    .map(|v| {
-                        let p = match v {
-                            V::P(p) => p.clone(),
-                            V::F(_) | V::D(_) => {
-                                let from = if matches!(v, V::D(_)) {
-                                    Class::F64
-                                } else {
-                                    Class::F32
-                                };
-                                self.cast(from, Class::Bool, v).reg().to_string()
-                            }
-                        };
-                        let h = self.h();
-                        emit!(self, "selp.u16 {h}, 1, 0, {p};");
-                        h
-                    })
-                    .collect();
-                self.vector_access("st.global", "u8", 1, addr, &regs);
+                let c = Class::of(e).unwrap_or(Class::I32);
+                let r = self.cast(v.class(), c, v).reg().to_string();
+                if c == Class::U8 {
+                    low16(self, &r)
+                } else {
+                    r
+                }
             }
         }
     }
@@ -824,12 +1328,7 @@ impl Gen {
     /// once; bool gives 1 or 0).
     fn float_of(&mut self, v: &V, ft: &Ft) -> String {
         let to = if ft.f64 { Class::F64 } else { Class::F32 };
-        let from = match v {
-            V::F(_) => Class::F32,
-            V::D(_) => Class::F64,
-            V::P(_) => Class::Bool,
-        };
-        self.cast(from, to, v).reg().to_string()
+        self.cast(v.class(), to, v).reg().to_string()
     }
 }
 
@@ -1070,6 +1569,13 @@ fn prologue(g: &mut Gen, p: &Program, ops: usize) -> (Vec<String>, Vec<Option<V>
                 let h = g.h();
                 emit!(g, "ld.param.u8 {h}, [kc+{}];", 8 * c);
                 g.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {h}, 0;"))
+            }
+            // An integer's encoding is its bits zero-extended to 64 (a `u8` fits 32).
+            Some(class @ (Class::I32 | Class::U32 | Class::U8 | Class::I64 | Class::U64)) => {
+                let it = it_of(class);
+                let r = g.ireg(&it);
+                emit!(g, "ld.param.{} {r}, [kc+{}];", it.b, 8 * c);
+                V::I(class, r)
             }
             _ => {
                 let r = g.f();
@@ -1501,7 +2007,7 @@ mod tests {
     use super::*;
     use crate::expr::{Arg, Expr};
     use std::path::PathBuf;
-    use ElemType::{Bool, BF16, F16, F32, F64};
+    use ElemType::{Bool, BF16, F16, F32, F64, F8E4M3, I16, I32, I64, I8, U16, U32, U64, U8};
 
     /// Expressions over `a`, `b`, `c` covering every op the generator writes or calls.
     const EXPRS: &[&str] = &[
@@ -1804,32 +2310,202 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    /// Expressions of integer math over `a`, `b`, `c` covering every op the generator
+    /// writes for integers, then conversions between integers, floats and bool.
+    const INT_EXPRS: &[&str] = &[
+        "a * b + c - neg(a) + abs(b) * sign(c) + relu(a)",
+        "trunc_div(a, b) + remainder(a, c) + floor_divide(b, c) + fmod(c, a)",
+        "bitwise_left_shift(a, b) + bitwise_right_shift(c, b) + bitwise_xor(bitwise_and(a, b), bitwise_or(b, c)) + bitwise_not(a)",
+        "where(logical_and(lt(a, b), ge(b, c)), a, where(logical_or(ne(a, c), le(a, b)), b, c)) + where(logical_xor(eq(a, b), gt(b, c)), a, b)",
+        "clamp(a, b, c) + minimum(a, b) + maximum(b, c) + fmin(a, c) + fmax(b, a) + fma(a, b, c) + floor(a) + round(b) + ceil(c) + trunc(a)",
+        "where(isfinite(a), a, b) + where(signbit(b), c, a) + where(logical_or(isnan(c), isinf(a)), b, c) + where(logical_or(isposinf(b), isneginf(c)), a, c)",
+    ];
+
+    /// Conversions: floats to every integer type (saturating), integers to each other and
+    /// to floats, bool both ways.
+    const CAST_EXPRS: &[&str] = &[
+        "i32(f32(a) * 2.5) + i32(f64(b) * 1e10) + i32(u8(c)) + i32(i8(a)) + i32(i16(b)) + i32(u16(c)) + i32(u32(a)) + i32(i64(b))",
+        "i64(f32(a) * 1e20) + i64(u64(b)) + i64(bool(c)) + i64(u8(f64(c) * 300)) + i64(u32(f32(a) - 7))",
+        "u64(f64(a) - 1e19) + u64(u32(b)) + u64(i8(f32(c))) + u64(u16(f64(a))) + u64(i16(f32(b) * 1e3))",
+        "f64(a) * 0.5 + f64(u64(b)) + f32(i64(c)) + f32(u8(a)) + f32(bool(b)) + f64(i8(c))",
+        "where(bool(a), i8(f32(b) * 100.0), i16(f64(c) * 1e6)) + u16(f32(a) * -3.0) + u8(bool(c))",
+    ];
+
+    /// Comparisons and bitwise ops of bools.
+    const BOOL_EXPRS: &[&str] = &[
+        "logical_or(logical_xor(lt(a, b), ge(b, c)), logical_and(gt(a, c), le(c, b)))",
+        "bitwise_not(bitwise_and(a, bitwise_or(b, bitwise_xor(a, c))))",
+    ];
+
+    /// Input types and output type of the bool programs.
+    const BOOL_TYPES: [([ElemType; 3], Option<ElemType>); 3] = [
+        ([Bool, Bool, Bool], None),
+        ([Bool, Bool, Bool], Some(U8)),
+        ([Bool, Bool, Bool], Some(F32)),
+    ];
+
+    /// Input types and output type (`None`: the expression's) of the integer programs.
+    const INT_TYPES: [([ElemType; 3], Option<ElemType>); 11] = [
+        ([I32, I32, I32], None),
+        ([I64, I64, I64], None),
+        ([U8, U8, U8], None),
+        ([U32, U32, U32], None),
+        ([U64, U64, U64], None),
+        ([I8, I16, U16], None),
+        ([I8, I8, I8], Some(I8)),
+        ([U16, U16, U16], Some(U16)),
+        ([I16, I16, I16], None),
+        ([I32, I32, I32], Some(Bool)),
+        ([I64, U8, I32], Some(F64)),
+    ];
+
+    /// Each of `exprs` compiled for each of `types` where it type-checks (bitwise ops and
+    /// shifts take integers only): (expression index, type index, program), every one a
+    /// program tier 1 compiles.
+    fn int_programs(
+        exprs: &[&str],
+        types: &[([ElemType; 3], Option<ElemType>)],
+    ) -> Vec<(usize, usize, Program)> {
+        let mut out = Vec::new();
+        for (x, text) in exprs.iter().enumerate() {
+            let e = Expr::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"));
+            for (t, (ty, o)) in types.iter().enumerate() {
+                let args = [
+                    ("a", Arg::Tensor(ty[0])),
+                    ("b", Arg::Tensor(ty[1])),
+                    ("c", Arg::Tensor(ty[2])),
+                ];
+                let Ok(c) = e.compile(&args, *o) else {
+                    continue;
+                };
+                let p = *c.program();
+                assert!(supports(&p), "{text} over {ty:?} to {o:?}");
+                out.push((x, t, p));
+            }
+        }
+        out
+    }
+
+    /// The shapes the ptxas tests compile for operands of `sizes` bytes (the paired tiles
+    /// where every operand has 2-byte elements, as the layout takes them).
+    fn shapes_for(sizes: &[usize]) -> Vec<Shape> {
+        let mut shapes = vec![
+            Shape::Vector {
+                lanes: 4,
+                bcast: 0,
+                rows: false,
+            },
+            Shape::Vector {
+                lanes: 8,
+                bcast: 0b0100,
+                rows: true,
+            },
+            Shape::Vector {
+                lanes: 2,
+                bcast: 0b1010,
+                rows: false,
+            },
+            Shape::Strided { rank: 3 },
+            Shape::Tiled {
+                pair: false,
+                staged: 0b1010,
+                words: 0,
+            },
+        ];
+        if sizes.iter().all(|&s| s == 2) {
+            shapes.push(Shape::Tiled {
+                pair: true,
+                staged: 0b0010,
+                words: 0b1100,
+            });
+        }
+        shapes
+    }
+
+    /// Every generated module of integer math compiles with `ptxas`: each integer
+    /// expression for every integer math type (and `i8`, `i16`, `u16` in `I32`), bool and
+    /// float outputs, the conversions, comparisons and bitwise ops of bools, on the vector,
+    /// strided and tiled shapes, for sm_90
+    /// (the first shape of each program also for sm_70 and sm_80).
     #[test]
-    fn programs_of_integer_math_stay_on_the_interpreter() {
-        let e = Expr::parse("a + b").expect("parses");
-        let c = e
-            .compile(
-                &[
-                    ("a", Arg::Tensor(ElemType::I32)),
-                    ("b", Arg::Tensor(ElemType::I32)),
-                ],
-                None,
-            )
-            .expect("compiles");
-        assert!(!supports(c.program()));
-        let c = e
-            .compile(
-                &[("a", Arg::Tensor(F64)), ("b", Arg::Tensor(F64))],
-                Some(F16),
-            )
-            .expect("compiles");
-        assert!(
-            !supports(c.program()),
-            "f64 to f16 rounds through f32 to odd"
+    fn integer_kernels_compile_with_ptxas() {
+        let dir = std::env::temp_dir().join(format!("sa-t1-int-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("a temporary folder");
+        let mut programs = int_programs(INT_EXPRS, &INT_TYPES);
+        let casts = int_programs(CAST_EXPRS, &INT_TYPES);
+        programs.extend(
+            casts
+                .into_iter()
+                .map(|(x, t, p)| (x + INT_EXPRS.len(), t, p)),
         );
-        let c = e
-            .compile(&[("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32))], None)
-            .expect("compiles");
-        assert!(supports(c.program()));
+        let bools = int_programs(BOOL_EXPRS, &BOOL_TYPES);
+        let at = INT_EXPRS.len() + CAST_EXPRS.len();
+        programs.extend(bools.into_iter().map(|(x, t, p)| (x + at, t, p)));
+        assert!(programs.len() > 80, "{} programs", programs.len());
+        let mut jobs = Vec::new();
+        for (x, t, p) in programs {
+            let sizes: Vec<usize> = std::iter::once(p.out)
+                .chain(p.inputs[..p.n_inputs as usize].iter().copied())
+                .map(|c| elem(c).size())
+                .collect();
+            for (s, shape) in shapes_for(&sizes).iter().enumerate() {
+                let sms: &[u32] = if s == 0 { &[90, 80, 70] } else { &[90] };
+                for &sm in sms {
+                    jobs.push((
+                        format!("i{x}_t{t}_s{s}_sm{sm}"),
+                        module(&p, *shape, sm, ""),
+                        sm,
+                    ));
+                }
+            }
+        }
+        compile_all(&dir, jobs);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// Integer programs are tier 1's; what the generator does not write stays on the
+    /// interpreter: an integer or `f64` value rounded to a 16-bit float, an 8-bit float
+    /// operand; expression reductions take float math only.
+    #[test]
+    fn supports_integer_math_and_rejects_what_is_not_written() {
+        let compile = |text: &str, ty: [ElemType; 2], out: Option<ElemType>| {
+            let e = Expr::parse(text).expect("parses");
+            *e.compile(&[("a", Arg::Tensor(ty[0])), ("b", Arg::Tensor(ty[1]))], out)
+                .expect("compiles")
+                .program()
+        };
+        for ty in [I32, I64, U32, U8, U64, I8, I16, U16] {
+            let p = compile("a + b", [ty, ty], None);
+            assert!(supports(&p), "{ty:?}");
+            assert!(!supports_reduce(&p), "{ty:?}");
+            assert!(supports(&compile("a * b", [ty, F32], None)), "{ty:?}");
+            assert!(supports(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
+            assert!(
+                supports(&compile("lt(a, b)", [ty, ty], Some(Bool))),
+                "{ty:?}"
+            );
+            // Integer math rounded to a 16-bit float goes through `f32` rounded to odd.
+            assert!(!supports(&compile("a + b", [ty, ty], Some(F16))), "{ty:?}");
+            assert!(
+                !supports(&compile("bf16(a) * b", [ty, BF16], None)),
+                "{ty:?}"
+            );
+            // Through `f32` first, as the program says: written.
+            assert!(
+                supports(&compile("f32(a) + b", [ty, ty], Some(F16))),
+                "{ty:?}"
+            );
+        }
+        for text in ["lt(a, b)", "ge(a, b)", "logical_and(bitwise_not(a), b)"] {
+            assert!(supports(&compile(text, [Bool, Bool], None)), "{text}");
+        }
+        let p = compile("i32(a) + b", [F32, I32], None);
+        assert!(supports(&p) && !supports_reduce(&p));
+        let p = compile("f32(a) + b", [F8E4M3, F32], None);
+        assert!(!supports(&p));
+        let p = compile("a + b", [F64, F64], Some(F16));
+        assert!(!supports(&p), "f64 to f16 rounds through f32 to odd");
+        let p = compile("a + b", [F32, F32], None);
+        assert!(supports(&p) && supports_reduce(&p));
     }
 }

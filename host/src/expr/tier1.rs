@@ -871,7 +871,7 @@ pub(crate) unsafe fn launch_reduce(
         || g.nred != 1
         || !(1..=g.kept.len()).contains(&nkept)
         || ptrs.len() < ops
-        || !ptx::supports(p)
+        || !ptx::supports_reduce(p)
         || !ptx::reduce_takes(out)
     {
         return Ok(false);
