@@ -90,14 +90,66 @@ pub(crate) fn tile_side(pair: bool) -> u32 {
     }
 }
 
-/// Whether tier 1 compiles `p`: every value of a float math type, an integer math type
+/// Whether tier 1 compiles `p`: the generator writes it ([`writes`]) and a GPU run has
+/// checked that kind of program against the interpreter and the CPU twin ([`verified`]).
+pub(crate) fn supports(p: &Program) -> bool {
+    writes(p) && verified(p)
+}
+
+/// The part of [`writes`] the GPU tests have run, bit for bit against the interpreter:
+/// float and bool programs, and integer math of `I32`, `I64`, `U32` and `U8` over elements
+/// of those types (arithmetic, division and remainders, shifts, bitwise ops, comparisons,
+/// `where`, minimum, maximum, clamp). Written and compiled by `ptxas` but not yet run on a
+/// GPU, so on the interpreter for now: `U64` math (the interpreter itself gave a `u64`
+/// shift by 2^63 another result than the CPU twin), `i8`, `i16` and `u16` elements,
+/// conversions between integers and other types, and comparisons and `bitwise_not` of
+/// bools.
+fn verified(p: &Program) -> bool {
+    use Class::*;
+    let elem_ok = |code: u8| {
+        elem_of_code(code).is_some_and(|e| {
+            matches!(Class::of(e), Some(F32 | F64 | Bool | I32 | I64 | U32 | U8))
+                && !matches!(e, ElemType::I8 | ElemType::I16 | ElemType::U16)
+        })
+    };
+    // The store converts the result to the output's type: not between integers and others.
+    let store_ok = match (
+        Class::from_code(p.result),
+        elem_of_code(p.out).and_then(Class::of),
+    ) {
+        (Some(r), Some(o)) => r == o || !(is_int(r) || is_int(o)),
+        _ => false,
+    };
+    elem_ok(p.out)
+        && store_ok
+        && p.inputs[..p.n_inputs as usize].iter().all(|&c| elem_ok(c))
+        && p.code().iter().all(|i| {
+            let (Some(op), Some(class)) = (Opcode::from_code(i.op), Class::from_code(i.class))
+            else {
+                return false;
+            };
+            let mixed = match op {
+                Opcode::Cast => is_int(class) || Class::from_code(i.arg).is_none_or(is_int),
+                Opcode::Narrow => elem_of_code(i.arg).is_some_and(|e| !e.is_float()),
+                _ => false,
+            };
+            let bool_order = class == Bool
+                && matches!(
+                    op,
+                    Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge | Opcode::BitNot
+                );
+            class != U64 && !mixed && !bool_order
+        })
+}
+
+/// Whether the generator writes `p`: every value of a float math type, an integer math type
 /// (`I32`, `I64`, `U32`, `U8`, `U64`) or bool, every op one the generator writes; inputs and
 /// output of the float types `f32`, `f64`, `f16`, `bf16`, the integer types or bool. Not
 /// compiled: the 8-bit floats, an `f64` or integer value rounded to a 16-bit float (the
 /// library rounds those through `f32` rounded to odd, which the generator does not write),
 /// `nextafter` of a 16-bit float, and expression reductions of integer math
 /// ([`supports_reduce`]).
-pub(crate) fn supports(p: &Program) -> bool {
+pub(crate) fn writes(p: &Program) -> bool {
     let io = |code: u8| {
         matches!(
             elem_of_code(code),
@@ -2187,7 +2239,8 @@ mod tests {
     }
 
     /// Every generated module compiles with `ptxas` (the driver's compiler): each expression
-    /// for the float types and bool outputs, each kernel shape, for sm_90 (and the first
+    /// for the float types and bool outputs, each kernel shape the layout can give it
+    /// ([`shapes_for`]), for sm_90 (and the first
     /// shape of each expression for sm_70 and sm_80), with the library's stored sm_70 PTX.
     #[test]
     fn generated_kernels_compile_with_ptxas() {
@@ -2196,42 +2249,10 @@ mod tests {
         std::fs::create_dir_all(&dir).expect("a temporary folder");
         let mut types = FLOAT_TYPES.to_vec();
         types.push(([F32, F32, F32], Some(Bool)));
-        let shapes = [
-            Shape::Vector {
-                lanes: 4,
-                bcast: 0,
-                rows: false,
-                per: 1,
-            },
-            Shape::Vector {
-                lanes: 8,
-                bcast: 0b0100,
-                rows: true,
-                per: 1,
-            },
-            Shape::Vector {
-                lanes: 2,
-                bcast: 0b0010,
-                rows: false,
-                per: 4,
-            },
-            Shape::Strided { rank: 1 },
-            Shape::Strided { rank: 3 },
-            Shape::Tiled {
-                pair: false,
-                staged: 0b1010,
-                words: 0,
-            },
-            Shape::Tiled {
-                pair: true,
-                staged: 0b0010,
-                words: 0b1100,
-            },
-        ];
         let mut jobs = Vec::new();
         for (x, t, p) in programs(&types) {
             let lib = crate::expr::tier1::lib_for(&p, &lib);
-            for (s, shape) in shapes.iter().enumerate() {
+            for (s, shape) in shapes_for(&sizes_of(&p)).iter().enumerate() {
                 // The older targets once per expression.
                 let sms: &[u32] = if t == 0 && s == 0 {
                     &[90, 80, 70]
@@ -2379,11 +2400,19 @@ mod tests {
                     continue;
                 };
                 let p = *c.program();
-                assert!(supports(&p), "{text} over {ty:?} to {o:?}");
+                assert!(writes(&p), "{text} over {ty:?} to {o:?}");
                 out.push((x, t, p));
             }
         }
         out
+    }
+
+    /// The element sizes of `p`'s operands, output first.
+    fn sizes_of(p: &Program) -> Vec<usize> {
+        std::iter::once(p.out)
+            .chain(p.inputs[..p.n_inputs as usize].iter().copied())
+            .map(|c| elem(c).size())
+            .collect()
     }
 
     /// The shapes the ptxas tests compile for operands of `sizes` bytes (the paired tiles
@@ -2394,17 +2423,21 @@ mod tests {
                 lanes: 4,
                 bcast: 0,
                 rows: false,
+                per: 1,
             },
             Shape::Vector {
                 lanes: 8,
                 bcast: 0b0100,
                 rows: true,
+                per: 1,
             },
             Shape::Vector {
                 lanes: 2,
                 bcast: 0b1010,
                 rows: false,
+                per: 4,
             },
+            Shape::Strided { rank: 1 },
             Shape::Strided { rank: 3 },
             Shape::Tiled {
                 pair: false,
@@ -2444,11 +2477,7 @@ mod tests {
         assert!(programs.len() > 80, "{} programs", programs.len());
         let mut jobs = Vec::new();
         for (x, t, p) in programs {
-            let sizes: Vec<usize> = std::iter::once(p.out)
-                .chain(p.inputs[..p.n_inputs as usize].iter().copied())
-                .map(|c| elem(c).size())
-                .collect();
-            for (s, shape) in shapes_for(&sizes).iter().enumerate() {
+            for (s, shape) in shapes_for(&sizes_of(&p)).iter().enumerate() {
                 let sms: &[u32] = if s == 0 { &[90, 80, 70] } else { &[90] };
                 for &sm in sms {
                     jobs.push((
@@ -2463,11 +2492,12 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// Integer programs are tier 1's; what the generator does not write stays on the
-    /// interpreter: an integer or `f64` value rounded to a 16-bit float, an 8-bit float
+    /// The generator writes integer programs; tier 1 takes those a GPU run has verified
+    /// (`I32`, `I64`, `U32`, `U8` math without conversions); what it does not write stays on
+    /// the interpreter: an integer or `f64` value rounded to a 16-bit float, an 8-bit float
     /// operand; expression reductions take float math only.
     #[test]
-    fn supports_integer_math_and_rejects_what_is_not_written() {
+    fn supports_verified_integer_math_and_writes_the_rest() {
         let compile = |text: &str, ty: [ElemType; 2], out: Option<ElemType>| {
             let e = Expr::parse(text).expect("parses");
             *e.compile(&[("a", Arg::Tensor(ty[0])), ("b", Arg::Tensor(ty[1]))], out)
@@ -2476,31 +2506,35 @@ mod tests {
         };
         for ty in [I32, I64, U32, U8, U64, I8, I16, U16] {
             let p = compile("a + b", [ty, ty], None);
-            assert!(supports(&p), "{ty:?}");
+            assert!(writes(&p), "{ty:?}");
+            // Run on the GPU: the four types of `I32`, `I64`, `U32`, `U8` math.
+            let verified = matches!(ty, I32 | I64 | U32 | U8);
+            assert_eq!(supports(&p), verified, "{ty:?}");
             assert!(!supports_reduce(&p), "{ty:?}");
-            assert!(supports(&compile("a * b", [ty, F32], None)), "{ty:?}");
-            assert!(supports(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
-            assert!(
-                supports(&compile("lt(a, b)", [ty, ty], Some(Bool))),
-                "{ty:?}"
-            );
+            assert!(writes(&compile("a * b", [ty, F32], None)), "{ty:?}");
+            assert!(writes(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
+            // Conversions to floats: written, not yet run on a GPU.
+            assert!(!supports(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
+            let lt = compile("lt(a, b)", [ty, ty], Some(Bool));
+            assert!(writes(&lt), "{ty:?}");
+            assert_eq!(supports(&lt), verified, "{ty:?}");
             // Integer math rounded to a 16-bit float goes through `f32` rounded to odd.
-            assert!(!supports(&compile("a + b", [ty, ty], Some(F16))), "{ty:?}");
-            assert!(
-                !supports(&compile("bf16(a) * b", [ty, BF16], None)),
-                "{ty:?}"
-            );
+            assert!(!writes(&compile("a + b", [ty, ty], Some(F16))), "{ty:?}");
+            assert!(!writes(&compile("bf16(a) * b", [ty, BF16], None)), "{ty:?}");
             // Through `f32` first, as the program says: written.
             assert!(
-                supports(&compile("f32(a) + b", [ty, ty], Some(F16))),
+                writes(&compile("f32(a) + b", [ty, ty], Some(F16))),
                 "{ty:?}"
             );
         }
         for text in ["lt(a, b)", "ge(a, b)", "logical_and(bitwise_not(a), b)"] {
-            assert!(supports(&compile(text, [Bool, Bool], None)), "{text}");
+            let p = compile(text, [Bool, Bool], None);
+            assert!(writes(&p) && !supports(&p), "{text}");
         }
+        let p = compile("logical_and(logical_not(a), b)", [Bool, Bool], None);
+        assert!(supports(&p));
         let p = compile("i32(a) + b", [F32, I32], None);
-        assert!(supports(&p) && !supports_reduce(&p));
+        assert!(writes(&p) && !supports(&p) && !supports_reduce(&p));
         let p = compile("f32(a) + b", [F8E4M3, F32], None);
         assert!(!supports(&p));
         let p = compile("a + b", [F64, F64], Some(F16));
