@@ -1328,6 +1328,14 @@ impl Gen {
         }
     }
 
+    /// `f`'s global loads and stores, each under predicate `p` (`@p`).
+    fn guarded<R>(&mut self, p: &str, f: impl FnOnce(&mut Gen) -> R) -> R {
+        self.guard = Some(p.to_string());
+        let r = f(self);
+        self.guard = None;
+        r
+    }
+
     /// Stores `vals` (the program's result, one per lane) at `addr` as the output type.
     fn store(&mut self, p: &Program, vals: &[V], addr: &str) {
         let e = elem(p.out);
@@ -1532,9 +1540,7 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
                     emit!(g, "mul.lo.u32 {col}, {v}, {lanes};");
                     let offs: Vec<String> = (0..ops).map(|k| at(k, &col)).collect();
                     let addrs = addresses(&mut g, &offs);
-                    g.guard = Some(inside.clone());
-                    let ins = inputs_at(&mut g, &addrs, lanes, bcast);
-                    g.guard = None;
+                    let ins = g.guarded(&inside, |g| inputs_at(g, &addrs, lanes, bcast));
                     loaded.push((inside, addrs, ins));
                 }
                 let outs: Vec<Vec<V>> = loaded
@@ -1542,9 +1548,7 @@ pub(crate) fn module(p: &Program, shape: Shape, sm: u32, lib: &str) -> String {
                     .map(|(_, _, ins)| run(&mut g, ins, lanes))
                     .collect();
                 for ((inside, addrs, _), out) in loaded.iter().zip(&outs) {
-                    g.guard = Some(inside.clone());
-                    g.store(p, out, &addrs[0]);
-                    g.guard = None;
+                    g.guarded(inside, |g| g.store(p, out, &addrs[0]));
                 }
                 // The tail: element `n * lanes + gid` for `gid < tail`.
                 let (tail, in_tail, i) = (g.r(), g.p(), g.r());
@@ -2193,12 +2197,14 @@ mod tests {
         ([F32, F64, F32], Some(F32)),
     ];
 
-    /// Each of [`EXPRS`] compiled for each of `types` (input types, output type) that tier 1
-    /// compiles: (expression index, type index, program). The only programs it does not
-    /// compile are `nextafter`'s over 16-bit floats (that step is the interpreter's).
-    fn programs(types: &[([ElemType; 3], Option<ElemType>)]) -> Vec<(usize, usize, Program)> {
+    /// Each of `exprs` compiled for each of `types` (input types, output type):
+    /// (expression index, type index, the program or the compile error).
+    fn compile_each(
+        exprs: &[&str],
+        types: &[([ElemType; 3], Option<ElemType>)],
+    ) -> Vec<(usize, usize, crate::error::Result<Program>)> {
         let mut out = Vec::new();
-        for (x, text) in EXPRS.iter().enumerate() {
+        for (x, text) in exprs.iter().enumerate() {
             let e = Expr::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"));
             for (t, (ty, o)) in types.iter().enumerate() {
                 let args = [
@@ -2206,18 +2212,27 @@ mod tests {
                     ("b", Arg::Tensor(ty[1])),
                     ("c", Arg::Tensor(ty[2])),
                 ];
-                let c = e
-                    .compile(&args, *o)
-                    .unwrap_or_else(|err| panic!("{text}: {err}"));
-                let p = *c.program();
-                if supports(&p) {
-                    out.push((x, t, p));
-                } else {
-                    assert!(
-                        text.contains("nextafter") && ty.contains(&F16),
-                        "{text} over {ty:?}"
-                    );
-                }
+                out.push((x, t, e.compile(&args, *o).map(|c| *c.program())));
+            }
+        }
+        out
+    }
+
+    /// Each of [`EXPRS`] compiled for each of `types` (input types, output type) that tier 1
+    /// compiles: (expression index, type index, program). The only programs it does not
+    /// compile are `nextafter`'s over 16-bit floats (that step is the interpreter's).
+    fn programs(types: &[([ElemType; 3], Option<ElemType>)]) -> Vec<(usize, usize, Program)> {
+        let mut out = Vec::new();
+        for (x, t, p) in compile_each(EXPRS, types) {
+            let (text, ty) = (EXPRS[x], types[t].0);
+            let p = p.unwrap_or_else(|err| panic!("{text}: {err}"));
+            if supports(&p) {
+                out.push((x, t, p));
+            } else {
+                assert!(
+                    text.contains("nextafter") && ty.contains(&F16),
+                    "{text} over {ty:?}"
+                );
             }
         }
         out
@@ -2382,27 +2397,19 @@ mod tests {
 
     /// Each of `exprs` compiled for each of `types` where it type-checks (bitwise ops and
     /// shifts take integers only): (expression index, type index, program), every one a
-    /// program tier 1 compiles.
+    /// program the generator writes.
     fn int_programs(
         exprs: &[&str],
         types: &[([ElemType; 3], Option<ElemType>)],
     ) -> Vec<(usize, usize, Program)> {
         let mut out = Vec::new();
-        for (x, text) in exprs.iter().enumerate() {
-            let e = Expr::parse(text).unwrap_or_else(|err| panic!("{text}: {err}"));
-            for (t, (ty, o)) in types.iter().enumerate() {
-                let args = [
-                    ("a", Arg::Tensor(ty[0])),
-                    ("b", Arg::Tensor(ty[1])),
-                    ("c", Arg::Tensor(ty[2])),
-                ];
-                let Ok(c) = e.compile(&args, *o) else {
-                    continue;
-                };
-                let p = *c.program();
-                assert!(writes(&p), "{text} over {ty:?} to {o:?}");
-                out.push((x, t, p));
-            }
+        for (x, t, p) in compile_each(exprs, types) {
+            let Ok(p) = p else {
+                continue;
+            };
+            let (ty, o) = types[t];
+            assert!(writes(&p), "{} over {ty:?} to {o:?}", exprs[x]);
+            out.push((x, t, p));
         }
         out
     }
