@@ -824,14 +824,19 @@ macro_rules! int_eval {
                 const BITS: $t = <$t>::BITS as $t;
                 // A shift amount outside 0..BITS, as PyTorch reads it (signed).
                 let out_of_range = y.negative() || y >= BITS;
+                // The amount saturated at the width, from all of `y` before a shift reads
+                // it. (Written as "out of range ? 0 : x << y", LLVM's NVPTX backend folded
+                // the test into PTX's saturating shift, whose amount is 32 bits: 64-bit
+                // amounts such as 2^32 or 2^63 shifted by their low word.)
+                let s: u32 = if out_of_range { <$t>::BITS } else { y as u32 };
                 match op {
                     Opcode::Rem => ($rem)(x, y),
                     Opcode::BitAnd => x & y,
                     Opcode::BitOr => x | y,
                     Opcode::BitXor => x ^ y,
-                    Opcode::Shl => if out_of_range { 0 } else { ((x as $u) << y) as $t },
+                    Opcode::Shl => (x as $u).checked_shl(s).unwrap_or(0) as $t,
                     // Out of range: the sign fill (0 for an unsigned value), as PyTorch.
-                    Opcode::Shr => if out_of_range { if x.negative() { !0 } else { 0 } } else { x >> y },
+                    Opcode::Shr => x.checked_shr(s).unwrap_or(if x.negative() { !0 } else { 0 }),
                     Opcode::Fmin => op3(ops::Min, x, y),
                     Opcode::Fmax => op3(ops::Max, x, y),
                     _ => arith(op, x, y).unwrap_or(x),

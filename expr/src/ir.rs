@@ -238,8 +238,8 @@ opcodes! {
     BitOr = 2, "bitwise_or";
     BitXor = 2, "bitwise_xor";
     /// Shifts (integers), as PyTorch: by a negative amount or by the math type's width or
-    /// more, a left shift gives 0 and a right shift fills with the sign bit (an unsigned
-    /// value: its top bit).
+    /// more, a left shift gives 0 and a right shift fills with the sign bit (0 for an
+    /// unsigned value).
     Shl = 2, "bitwise_left_shift";
     Shr = 2, "bitwise_right_shift";
     /// Division rounded toward negative infinity (`torch.floor_divide`, Python's `//`;

@@ -1,5 +1,8 @@
 //! The library's own kernels: every op of [`ops`](crate::ops) for the element types it
-//! makes sense for. One line of a helper macro instantiates an op for a list of types.
+//! makes sense for. One line of a helper macro instantiates an op for a list of types; a
+//! type marked `@program` gets no kernels (the host runs the op's expression program for
+//! it: the diet, `benches/RESULTS.md`), only where the bench measured the program within 2 %
+//! of the kernel on every layout.
 
 #[allow(unused_imports)]
 use crate::elem::{bf16, f16, Bool};
@@ -10,17 +13,17 @@ use crate::stencil::*;
 
 macro_rules! for_types {
     // apply3 `op(T, T) -> T`, or `-> Bool` with `cmp`.
-    (binary $name:ident $op:ty: $($t:ident),*) => {
-        $crate::kernels! { $( apply3 [$name $t]: $op => ($t, $t, $t); )* }
+    (binary $name:ident $op:ty: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply3 [$name $t] $(@$m)?: $op => ($t, $t, $t); )* }
     };
-    (compare $name:ident $op:ty: $($t:ident),*) => {
-        $crate::kernels! { $( apply3 [$name $t]: $op => (Bool, $t, $t); )* }
+    (compare $name:ident $op:ty: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply3 [$name $t] $(@$m)?: $op => (Bool, $t, $t); )* }
     };
     (compare_s $name:ident $op:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [$name $t]: Rhs<$op, $t> => (Bool, $t); )* }
     };
-    (unary $name:ident $op:ty: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [$name $t]: $op => ($t, $t); )* }
+    (unary $name:ident $op:ty: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [$name $t] $(@$m)?: $op => ($t, $t); )* }
     };
     (rhs $name:ident $op:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [$name $t]: Rhs<$op, $t> => ($t, $t); )* }
@@ -40,20 +43,20 @@ macro_rules! for_types {
     (fill $name:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply1 [$name $t]: Fill<$t> => ($t); )* }
     };
-    (fma $name:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply4 [$name $t]: Fma => ($t, $t, $t, $t); )* }
+    (fma $name:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply4 [$name $t] $(@$m)?: Fma => ($t, $t, $t, $t); )* }
     };
-    (where_ $name:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply4 [$name $t]: Where => ($t, Bool, $t, $t); )* }
+    (where_ $name:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply4 [$name $t] $(@$m)?: Where => ($t, Bool, $t, $t); )* }
     };
-    (fused2 $name:ident $op:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [$name $t]: $op<$t> => ($t, $t); )* }
+    (fused2 $name:ident $op:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [$name $t] $(@$m)?: $op<$t> => ($t, $t); )* }
     };
-    (fused3 $name:ident $op:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply3 [$name $t]: $op<$t> => ($t, $t, $t); )* }
+    (fused3 $name:ident $op:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply3 [$name $t] $(@$m)?: $op<$t> => ($t, $t, $t); )* }
     };
-    (fused4 $name:ident $op:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply4 [$name $t]: $op<$t> => ($t, $t, $t, $t); )* }
+    (fused4 $name:ident $op:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply4 [$name $t] $(@$m)?: $op<$t> => ($t, $t, $t, $t); )* }
     };
     (stencil $name:ident $op:ty: $($t:ident),*) => {
         $crate::kernels! { $( stencil [$name $t]: $op => ($t); )* }
@@ -64,19 +67,14 @@ macro_rules! for_types {
     (map_reduce $name:ident $op:ty: $($t:ident),*) => {
         $crate::kernels! { $( reduce [$name $t]: $op => ($t, $t); )* }
     };
-    (cast_from $from:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [cast $t $from]: Cast => ($t, $from); )* }
+    (cast_from $from:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [cast $t $from] $(@$m)?: Cast => ($t, $from); )* }
     };
 }
 
 macro_rules! numeric {
     ($kind:ident $name:ident $($op:ident)?) => {
         for_types!($kind $name $($op)?: f32, f64, i32, i64, u32, u8, f16, bf16);
-    };
-}
-macro_rules! signed {
-    ($kind:ident $name:ident $op:ident) => {
-        for_types!($kind $name $op: f32, f64, i32, i64, f16, bf16);
     };
 }
 macro_rules! float {
@@ -101,14 +99,14 @@ numeric!(binary mul Mul);
 numeric!(binary div Div);
 numeric!(binary min Min);
 numeric!(binary max Max);
-float!(binary pow Pow);
+for_types!(binary pow Pow: f32 @program, f64, f16, bf16 @program);
 
-numeric!(compare eq Eq);
-numeric!(compare ne Ne);
-numeric!(compare lt Lt);
-numeric!(compare le Le);
-numeric!(compare gt Gt);
-numeric!(compare ge Ge);
+for_types!(compare eq Eq: f32, f64 @program, i32, i64 @program, u32, u8, f16, bf16);
+for_types!(compare ne Ne: f32, f64 @program, i32, i64 @program, u32, u8, f16 @program, bf16);
+for_types!(compare lt Lt: f32, f64 @program, i32, i64 @program, u32, u8, f16, bf16);
+for_types!(compare le Le: f32, f64 @program, i32, i64 @program, u32, u8, f16, bf16);
+for_types!(compare gt Gt: f32, f64 @program, i32, i64 @program, u32, u8, f16, bf16);
+for_types!(compare ge Ge: f32, f64 @program, i32, i64 @program, u32, u8, f16, bf16);
 numeric!(compare_s eq_s Eq);
 numeric!(compare_s ne_s Ne);
 numeric!(compare_s lt_s Lt);
@@ -126,17 +124,17 @@ float!(rhs pow_s Pow);
 numeric!(lhs rsub_s Sub);
 numeric!(lhs rdiv_s Div);
 
-signed!(unary neg Neg);
-signed!(unary abs Abs);
+for_types!(unary neg Neg: f32, f64 @program, i32, i64 @program, f16, bf16);
+for_types!(unary abs Abs: f32, f64 @program, i32, i64, f16, bf16);
 numeric!(unary relu Relu);
 float!(unary sqrt Sqrt);
-float!(unary rsqrt Rsqrt);
-float!(unary exp Exp);
-float!(unary log Log);
-float!(unary sin Sin);
-float!(unary cos Cos);
-float!(unary tanh Tanh);
-float!(unary sigmoid Sigmoid);
+for_types!(unary rsqrt Rsqrt: f32, f64 @program, f16, bf16);
+for_types!(unary exp Exp: f32, f64 @program, f16, bf16);
+for_types!(unary log Log: f32 @program, f64 @program, f16, bf16);
+for_types!(unary sin Sin: f32 @program, f64, f16, bf16);
+for_types!(unary cos Cos: f32 @program, f64, f16, bf16);
+for_types!(unary tanh Tanh: f32, f64 @program, f16, bf16);
+for_types!(unary sigmoid Sigmoid: f32, f64 @program, f16, bf16);
 numeric!(clamp clamp);
 
 numeric!(update add_assign Add);
@@ -148,17 +146,17 @@ numeric!(update_s sub_assign_s Sub);
 numeric!(update_s mul_assign_s Mul);
 numeric!(update_s div_assign_s Div);
 
-numeric!(fma fma);
-all!(where_ where_);
+for_types!(fma fma: f32 @program, f64 @program, i32 @program, i64 @program, u32 @program, u8, f16, bf16);
+for_types!(where_ where_: f32 @program, f64 @program, i32 @program, i64 @program, u32 @program, u8, Bool, f16, bf16);
 all!(fill fill);
 
 all!(cast_from f32);
-all!(cast_from f64);
+for_types!(cast_from f64: f32, f64 @program, i32, i64, u32, u8, Bool, f16, bf16);
 all!(cast_from i32);
-all!(cast_from i64);
+for_types!(cast_from i64: f32, f64, i32, i64 @program, u32, u8, Bool, f16, bf16);
 all!(cast_from u32);
-all!(cast_from u8);
-all!(cast_from Bool);
+for_types!(cast_from u8: f32, f64 @program, i32, i64 @program, u32, u8, Bool, f16, bf16);
+for_types!(cast_from Bool: f32, f64 @program, i32, i64 @program, u32, u8, Bool, f16, bf16);
 all!(cast_from f16);
 all!(cast_from bf16);
 
@@ -178,10 +176,10 @@ mixed!(add Add, sub Sub, mul Mul, div Div);
 // Fused expressions (`fused`), one kernel per whole expression.
 float!(fused3 axpy Axpy);
 float!(fused3 axpby Axpby);
-float!(fused3 bias_relu BiasRelu);
+for_types!(fused3 bias_relu BiasRelu: f32, f64 @program, f16 @program, bf16 @program);
 float!(fused2 silu Silu);
 float!(fused3 divmul DivMul);
-float!(fused4 lerp Lerp);
+for_types!(fused4 lerp Lerp: f32 @program, f64 @program, f16 @program, bf16 @program);
 float!(fused2 recip_update RecipUpdate);
 
 // Stencils (`stencil`), clamp-to-edge.

@@ -512,9 +512,12 @@ impl Instance {
     pub fn op(&self) -> &'static str {
         self.op.strip_suffix('_').unwrap_or(self.op)
     }
-    /// The family name, e.g. `add_f32`.
+    /// The family name, e.g. `add_f32` (also of a family that runs as a program).
     pub fn family(&self) -> &'static str {
-        self.names.dn.strip_suffix("_dn").unwrap_or(self.names.dn)
+        match &self.names.program {
+            Some(p) => p.family,
+            None => self.names.dn.strip_suffix("_dn").unwrap_or(self.names.dn),
+        }
     }
     /// Number of inputs (the operands after the output).
     pub fn inputs(&self) -> usize {
@@ -721,10 +724,11 @@ mod builtin_tests {
         let sin = find("sin", &[F32, F32]).expect("sin");
         assert_eq!((sin.tolerance)(), Some(crate::ops::Tolerance::Ulp(2)));
         assert_eq!((add.tolerance)(), Some(crate::ops::Tolerance::Exact));
-        // Family names are unique within the module, and every apply family is listed: the
-        // image holds 617 families, 40 of them stencils (10 stencils × 4 float types) and 86
-        // reductions (6 ops × 8 numeric types, 2 × 9 types (all, any), 3 × 4 float types,
-        // 2 maps × 4 float types).
+        // Family names are unique within the module, and every apply family is listed: 617
+        // families, 49 of them programs (`@program` lines: no kernels in the image, which
+        // holds the other 568), 40 stencils (10 stencils × 4 float types) and 86 reductions
+        // (6 ops × 8 numeric types, 2 × 9 types (all, any), 3 × 4 float types, 2 maps × 4
+        // float types).
         let mut fams: std::vec::Vec<_> = INSTANCES
             .iter()
             .map(|i| (i.names.module, i.family()))
@@ -734,6 +738,16 @@ mod builtin_tests {
         fams.dedup();
         assert_eq!(fams.len(), n, "a family is listed twice");
         assert_eq!(n, 617 - 40 - 86);
+        let programs = INSTANCES
+            .iter()
+            .filter(|i| i.names.program.is_some())
+            .count();
+        assert_eq!(programs, 49);
+        let fma = find("fma", &[F32, F32, F32, F32]).expect("fma f32");
+        assert_eq!(
+            (fma.family(), fma.names.program.map(|p| p.op)),
+            ("fma_f32", Some("fma"))
+        );
         let mut reds: std::vec::Vec<_> = REDUCTIONS.iter().map(|r| r.family()).collect();
         reds.sort();
         reds.dedup();

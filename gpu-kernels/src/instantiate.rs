@@ -44,6 +44,18 @@ impl Variant {
     ];
 }
 
+/// An op that has no kernels of its own: the host runs the expression program of op id
+/// `op` for `types` (output first) in their place (a `kernels!` line marked `@program`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProgramOf {
+    /// The op id whose program runs (the line's first name part: `add`, `exp`, `where_`).
+    pub op: &'static str,
+    /// The family name its kernels would have (`add_f32`).
+    pub family: &'static str,
+    /// The element types, output first.
+    pub types: &'static [crate::elem::ElemType],
+}
+
 /// Names of one op's kernels in one PTX module.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct KernelNames {
@@ -56,9 +68,31 @@ pub struct KernelNames {
     pub d2: &'static str,
     pub d3: &'static str,
     pub dn: &'static str,
+    /// Set for an op without kernels (every name above empty): the program that runs it.
+    pub program: Option<ProgramOf>,
 }
 
 impl KernelNames {
+    /// The names of an op of crate `module` that runs as program `op` over `types` (output
+    /// first) in place of family `family`.
+    pub const fn program(
+        module: &'static str,
+        op: &'static str,
+        family: &'static str,
+        types: &'static [crate::elem::ElemType],
+    ) -> Self {
+        KernelNames {
+            module,
+            vec: "",
+            tiled: "",
+            d1: "",
+            d2: "",
+            d3: "",
+            dn: "",
+            program: Some(ProgramOf { op, family, types }),
+        }
+    }
+
     /// The kernel of variant `v`; empty where there is none (`Tiled` of apply1 and
     /// apply4; `Contig` and `Dn64`, which the launcher runs through other variants).
     pub fn get(&self, v: Variant) -> &'static str {
@@ -121,7 +155,11 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// ```
 ///
 /// produces `add_f32_v`, `add_f32_t`, `add_f32_d1`, … `add_f32_dn` on the GPU target and
-/// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line
+/// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line marked `@program`
+/// (`apply3 [add f32] @program: Add => (f32, f32, f32);`) compiles no kernels: the trait's
+/// names hold the op id (the first name part) and the types, and the host runs that op id's
+/// expression program in their place (the op must be zero-sized: a program sees no op
+/// value). Run-time dispatch lists it as a family and launches the same program. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
 /// (`lap2_f32_s`, `lap2_f32_s64`, tiled `lap2_f32_st`), and `reduce [sum f32]: Sum => (f32);` a
 /// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`) over one input;
@@ -130,8 +168,35 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// built by different compilers and must agree on its layout).
 #[macro_export]
 macro_rules! kernels {
-    ($($arity:ident [$($part:ident)+] : $op:ty => ($($t:ty),+);)*) => {
-        $( $crate::kernels!(@arity $arity [$($part)+] $op; $($t),+); )*
+    ($($arity:ident [$($part:ident)+] $(@$mode:ident)? : $op:ty => ($($t:ty),+);)*) => {
+        $( $crate::kernels!(@arity $arity [$($part)+] $($mode)? $op; $($t),+); )*
+    };
+    (@arity apply1 $parts:tt program $op:ty; $($t:ty),+) => {
+        $crate::kernels!(@program Kernels1 $parts $op; $($t),+);
+    };
+    (@arity apply2 $parts:tt program $op:ty; $($t:ty),+) => {
+        $crate::kernels!(@program Kernels2 $parts $op; $($t),+);
+    };
+    (@arity apply3 $parts:tt program $op:ty; $($t:ty),+) => {
+        $crate::kernels!(@program Kernels3 $parts $op; $($t),+);
+    };
+    (@arity apply4 $parts:tt program $op:ty; $($t:ty),+) => {
+        $crate::kernels!(@program Kernels4 $parts $op; $($t),+);
+    };
+    (@program $trait:ident [$first:ident $($rest:ident)*] $op:ty; $($t:ty),+) => {
+        const _: () = assert!(
+            ::core::mem::size_of::<$op>() == 0,
+            "an @program line takes a zero-sized op: its program sees no op value"
+        );
+        $crate::__register_instance!($trait [$first $($rest)*] $op; [$($t),+]);
+        impl $crate::$trait<$($t),+> for $op {
+            const NAMES: $crate::KernelNames = $crate::KernelNames::program(
+                env!("CARGO_PKG_NAME"),
+                stringify!($first),
+                concat!(stringify!($first) $(, "_", stringify!($rest))*),
+                &[$(<$t as $crate::Elem>::TYPE),+],
+            );
+        }
     };
     (@arity apply1 $parts:tt $op:ty; $t:ty) => {
         $crate::kernels!(@variants apply1 Kernels1 $parts $op; 1; [$t]; (x: *mut $t));
@@ -282,6 +347,7 @@ macro_rules! kernels {
                 d2: concat!($(stringify!($part), "_",)+ "d2"),
                 d3: concat!($(stringify!($part), "_",)+ "d3"),
                 dn: concat!($(stringify!($part), "_",)+ "dn"),
+                program: None,
             };
         }
     };

@@ -233,7 +233,7 @@ pub mod device;
 
 pub use elem::{bf16, f16, Bool, Elem};
 pub use geometry::{Geometry, Index, MAX_DIMS};
-pub use instantiate::{KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, Variant};
+pub use instantiate::{KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, ProgramOf, Variant};
 
 #[cfg(test)]
 mod tests {

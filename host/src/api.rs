@@ -23,6 +23,10 @@ macro_rules! typed_apply {
             out: &mut DeviceTensor<$o>,
             $($x: &DeviceTensor<$t>),*
         ) -> Result<()> {
+            if let Some(prog) = &Op::NAMES.program {
+                // An op without kernels of its own: its expression program (the same checks).
+                return crate::programs::run(gpu, prog, out, &[$(crate::expr::DeviceArg::from($x)),*]);
+            }
             let plan: Plan<$n> = plan([out.layout() $(, $x.layout())*], ["out" $(, stringify!($x))*])?;
             check_aliasing(&out.region(gpu, "out")?, &[$($x.region(gpu, stringify!($x))?),*])?;
             if plan.numel == 0 {

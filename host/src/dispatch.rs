@@ -49,6 +49,7 @@ use crate::gpu::Gpu;
 use crate::layout::Layout;
 use crate::operand::{launch_raw, HostOperands, RawTensor, OPERANDS};
 pub use crate::operand::{HostTensor, HostTensorMut};
+use crate::programs;
 use crate::twin::run_layouts;
 use cudarc::driver::sys::CUstream;
 pub use gpu_kernels::dispatch::{FromScalar, FromScalars, Instance, Scalar};
@@ -179,8 +180,6 @@ fn find_indexed(op: &str, key: Option<TypesKey>, types: &[ElemType]) -> Result<&
         }
     }
 }
-
-mod programs;
 
 /// The op ids that run as expression programs over element types no kernel is
 /// instantiated for (the module docs' "Other type combinations run as programs").
@@ -971,6 +970,38 @@ mod tests {
         assert!(e.to_string().contains("inputs (i32, i32)"), "{e}");
         let e = output_type("cast", &[F32], &[]).unwrap_err();
         assert!(matches!(e, Error::OutputTypeAmbiguous { .. }), "{e}");
+    }
+
+    /// Every family that runs as a program (`@program` lines) finds its program, compiled
+    /// for its types, reading every operand once (`lerp`'s in another order).
+    #[test]
+    fn program_families_have_their_programs() {
+        let mut n = 0;
+        for inst in instances() {
+            let Some(prog) = &inst.names.program else {
+                assert!(!inst.names.dn.is_empty(), "{}", inst.family());
+                continue;
+            };
+            assert_eq!(prog.types, inst.types, "{}", inst.family());
+            assert_eq!(inst.family(), prog.family);
+            assert!(inst.names.dn.is_empty() && inst.names.vec.is_empty());
+            let (c, order) =
+                programs::of(prog).unwrap_or_else(|e| panic!("{}: {e}", inst.family()));
+            assert_eq!(c.inputs().len(), inst.inputs(), "{}", inst.family());
+            let mut read: Vec<usize> = order[..inst.inputs()].to_vec();
+            read.sort_unstable();
+            assert_eq!(
+                read,
+                (0..inst.inputs()).collect::<Vec<_>>(),
+                "{}",
+                inst.family()
+            );
+            if inst.op() == "lerp" {
+                assert_eq!(order, [0, 2, 1], "a + c * (b - a) reads a, c, b");
+            }
+            n += 1;
+        }
+        assert!(n > 0, "no family runs as a program");
     }
 
     #[test]

@@ -589,6 +589,20 @@ impl Gpu {
             .read()
             .map(|i| i.values().cloned().collect())
             .unwrap_or_default();
+        self.preload_registered(images)
+    }
+
+    /// [`preload`](Self::preload) of one module's families.
+    fn preload_module(&self, module: &str) -> Result<()> {
+        let images: Vec<Arc<Registered>> = self
+            .images
+            .read()
+            .map(|i| i.get(module).cloned().into_iter().collect())
+            .unwrap_or_default();
+        self.preload_registered(images)
+    }
+
+    fn preload_registered(&self, images: Vec<Arc<Registered>>) -> Result<()> {
         for reg in images {
             let families: Vec<&'static str> = match &reg.parsed {
                 Ok(i) => (0..i.len()).map(|f| i.family_name(f)).collect(),
@@ -606,7 +620,12 @@ impl Gpu {
     /// (module loading may not happen while a stream is captured). The typed API's
     /// `Op::NAMES` (`<Add as Kernels3<f32, f32, f32>>::NAMES`) or a
     /// [`DynOp`](crate::dispatch::DynOp)'s `instance().names`.
+    /// An op without kernels of its own (`names.program`) runs on the expression engine:
+    /// this loads every family of the interpreter's module.
     pub fn preload_kernels(&self, names: &KernelNames) -> Result<()> {
+        if names.program.is_some() {
+            return self.preload_module(strided_apply_expr::kernel::MODULE);
+        }
         // Every variant with a kernel of its own (`Dn64` and apply1/apply4's `Tiled` have none).
         let variants = [Variant::Vec, Variant::Tiled]
             .into_iter()

@@ -432,6 +432,7 @@ mod tests {
         d2: "d2",
         d3: "d3",
         dn: "dn",
+        program: None,
     };
 
     /// An `[r, c]` view of a dense `[c, r]` tensor.

@@ -46,6 +46,7 @@ pub mod layout;
 pub mod nd;
 mod operand;
 pub mod plan;
+mod programs;
 pub mod raw;
 pub mod reduce;
 pub mod stencil;

@@ -162,6 +162,12 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
     types: &[ElemType],
     t: [RawTensor<'_>; N],
 ) -> Result<()> {
+    if let Some(prog) = &names.program {
+        // An op without kernels of its own: its expression program, checked and launched
+        // as an expression (the same rules).
+        // SAFETY: forwarded contract.
+        return unsafe { crate::programs::launch(gpu, stream, prog, &t) };
+    }
     let operands: [Operand; N] = std::array::from_fn(|k| OPERANDS[k]);
     let layouts = checked_layouts(types, &t, operands)?;
     let plan: Plan<N> = plan(std::array::from_fn(|k| &layouts[k]), operands)?;

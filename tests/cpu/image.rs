@@ -4,7 +4,7 @@
 
 use strided_apply::image::{family_of, Image, Kind, Target};
 use strided_apply::ops::*;
-use strided_apply::{Bool, Kernels2, Kernels3, Kernels4, BUILTIN};
+use strided_apply::{f16, Bool, Kernels2, Kernels3, Kernels4, Variant, BUILTIN};
 
 fn builtin() -> Image<'static> {
     Image::parse(BUILTIN.bytes).expect("the built-in image parses")
@@ -101,11 +101,11 @@ fn launched_kernel_names_are_in_their_families() {
     let names = [
         <Add as Kernels3<f32, f32, f32>>::NAMES,
         <Add as Kernels3<u8, u8, u8>>::NAMES,
-        <Lt as Kernels3<Bool, f64, f64>>::NAMES,
+        <Lt as Kernels3<Bool, f32, f32>>::NAMES,
         <Sin as Kernels2<f64, f64>>::NAMES,
         <Cast as Kernels2<f32, i64>>::NAMES,
         <Where as Kernels4<u8, Bool, u8, u8>>::NAMES,
-        <Fma as Kernels4<f32, f32, f32, f32>>::NAMES,
+        <Fma as Kernels4<f16, f16, f16, f16>>::NAMES,
     ];
     for n in names {
         assert_eq!(n.module, "gpu-kernels");
@@ -125,6 +125,14 @@ fn launched_kernel_names_are_in_their_families() {
     }
     // A family holds its own kernels only: sin_f64 is not in add_f32's module.
     assert!(!family_ptx(&image, "add_f32_d1").contains("sin_f64"));
+    // An op that runs as a program (an `@program` line) has no names and no family.
+    let fma = <Fma as Kernels4<f32, f32, f32, f32>>::NAMES;
+    assert_eq!(
+        fma.program.map(|p| (p.op, p.family)),
+        Some(("fma", "fma_f32"))
+    );
+    assert!(Variant::ALL.iter().all(|&v| fma.get(v).is_empty()));
+    assert!((0..image.len()).all(|f| image.family_name(f) != "fma_f32"));
 }
 
 /// Every kernel name the expression launcher looks up (every variant, interpreter, tiled,

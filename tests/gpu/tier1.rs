@@ -344,7 +344,8 @@ pub fn tiers_agree(gpu: &Gpu) -> TestResult {
 
 /// Integer bits for a type of `width` bits (as `from` wraps them to it): 0, -1, the signed
 /// minimum and maximum, the width and one less (shift amounts at and inside the range),
-/// random bits, and small numbers in [-9, 9] most often.
+/// 2^32 and -2^32 (64-bit shift amounts out of range whose low word is 0), random bits, and
+/// small numbers in [-9, 9] most often.
 fn int_values<T: Elem>(n: usize, seed: u64, width: u32, from: impl Fn(u64) -> T) -> Vec<T> {
     let mut x = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
     let top = 1u64 << (width - 1);
@@ -361,6 +362,8 @@ fn int_values<T: Elem>(n: usize, seed: u64, width: u32, from: impl Fn(u64) -> T)
                 6 => width as u64,
                 7 => width as u64 - 1,
                 8..=11 => x.wrapping_mul(0x2545_f491_4f6c_dd1d),
+                12 => 1 << 32,
+                13 => !0 << 32,
                 _ => (((x >> 20) % 19) as i64 - 9) as u64,
             };
             from(bits)
@@ -389,18 +392,11 @@ fn int_type<T: Elem + Distance>(
     lines: &mut Vec<String>,
     width: u32,
     from: fn(u64) -> T,
-    tier1: bool,
 ) -> Result<(), String> {
     let poison = from(0x5a5a_5a5a_5a5a_5a5a);
     let classes = layouts_of(36, 1001, &|n, seed| int_values(n, seed, width, from))?;
     for (name, ins, out, compiled) in classes {
-        let compiled = compiled && tier1;
         for text in INT_EXACT {
-            // The interpreter shifts a `u64` by 2^63 to another result than the CPU twin
-            // (tier 1's is the twin's): a known defect of the interpreter, not run here.
-            if T::TYPE == strided_apply::ElemType::U64 && text.contains("shift") {
-                continue;
-            }
             let l = case::<T, T>(gpu, text, &ins, &out, poison, true, compiled)
                 .map_err(|m| format!("{name}: {m}"))?;
             lines.push(l);
@@ -420,8 +416,8 @@ fn int_type<T: Elem + Distance>(
     Ok(())
 }
 
-/// Runs `text` over the layout classes of inputs `ins` into outputs of `O` (on the
-/// interpreter: tier 1 does not launch them).
+/// Runs `text` over the layout classes of inputs `ins` into outputs of `O`, on tier 1 where
+/// the class compiles, against the interpreter and the CPU twin.
 fn conversions<T: Elem, O: Elem + Distance>(
     gpu: &Gpu,
     lines: &mut Vec<String>,
@@ -429,14 +425,24 @@ fn conversions<T: Elem, O: Elem + Distance>(
     classes: &[Class<T>],
     poison: O,
 ) -> Result<(), String> {
-    // Conversions between integers and other types are not compiled yet (`ptx::verified`):
-    // the interpreter against the CPU twin, tier 1 falling back to it.
-    for (name, ins, out, _) in classes {
-        let l = case::<T, O>(gpu, text, ins, out, poison, true, false)
+    for (name, ins, out, compiled) in classes {
+        let l = case::<T, O>(gpu, text, ins, out, poison, true, *compiled)
             .map_err(|m| format!("{name}: {m}"))?;
         lines.push(l);
     }
     Ok(())
+}
+
+/// [`int_type`] over every integer element type.
+fn for_each_int(gpu: &Gpu, lines: &mut Vec<String>) -> Result<(), String> {
+    int_type::<i32>(gpu, lines, 32, |b| b as i32)?;
+    int_type::<i64>(gpu, lines, 64, |b| b as i64)?;
+    int_type::<u8>(gpu, lines, 8, |b| b as u8)?;
+    int_type::<u32>(gpu, lines, 32, |b| b as u32)?;
+    int_type::<u64>(gpu, lines, 64, |b| b)?;
+    int_type::<i8>(gpu, lines, 8, |b| b as i8)?;
+    int_type::<i16>(gpu, lines, 16, |b| b as i16)?;
+    int_type::<u16>(gpu, lines, 16, |b| b as u16)
 }
 
 /// The integer cases of [`tiers_agree`]: every integer element type's programs
@@ -445,17 +451,7 @@ fn conversions<T: Elem, O: Elem + Distance>(
 /// widening between integer types, bool both ways, and programs mixing integer and float
 /// math.
 fn integer_cases(gpu: &Gpu, lines: &mut Vec<String>) -> Result<(), String> {
-    // Tier 1 compiles `I32`, `I64`, `U32` and `U8` math (`ptx::verified`); the other
-    // integer types and the conversions below run on the interpreter until a GPU run has
-    // checked tier 1's code for them (then `true` here and in `ptx::verified`).
-    int_type::<i32>(gpu, lines, 32, |b| b as i32, true)?;
-    int_type::<i64>(gpu, lines, 64, |b| b as i64, true)?;
-    int_type::<u8>(gpu, lines, 8, |b| b as u8, true)?;
-    int_type::<u32>(gpu, lines, 32, |b| b as u32, true)?;
-    int_type::<u64>(gpu, lines, 64, |b| b, false)?;
-    int_type::<i8>(gpu, lines, 8, |b| b as i8, false)?;
-    int_type::<i16>(gpu, lines, 16, |b| b as i16, false)?;
-    int_type::<u16>(gpu, lines, 16, |b| b as u16, false)?;
+    for_each_int(gpu, lines)?;
     let (rows, cols) = (36, 1001);
     let f32s = layouts(rows, cols, |v| v as f32)?;
     let f64s = layouts(rows, cols, |v| v)?;
@@ -535,6 +531,21 @@ fn integer_cases(gpu: &Gpu, lines: &mut Vec<String>) -> Result<(), String> {
         0x5a5ai32,
     )?;
     conversions(gpu, lines, "f64(a) + f32(b) * 2.0 - c", &from_u64, f64::NAN)?;
+    // 64-bit shifts on the general interpreter (two math classes), amounts of every range.
+    conversions(
+        gpu,
+        lines,
+        "f64(bitwise_left_shift(a, b)) + f64(bitwise_right_shift(c, b)) * 0.5",
+        &from_i64,
+        f64::NAN,
+    )?;
+    conversions(
+        gpu,
+        lines,
+        "f64(bitwise_left_shift(a, b)) - f64(bitwise_right_shift(c, b))",
+        &from_u64,
+        f64::NAN,
+    )?;
     conversions(
         gpu,
         lines,

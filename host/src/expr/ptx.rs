@@ -90,66 +90,14 @@ pub(crate) fn tile_side(pair: bool) -> u32 {
     }
 }
 
-/// Whether tier 1 compiles `p`: the generator writes it ([`writes`]) and a GPU run has
-/// checked that kind of program against the interpreter and the CPU twin ([`verified`]).
-pub(crate) fn supports(p: &Program) -> bool {
-    writes(p) && verified(p)
-}
-
-/// The part of [`writes`] the GPU tests have run, bit for bit against the interpreter:
-/// float and bool programs, and integer math of `I32`, `I64`, `U32` and `U8` over elements
-/// of those types (arithmetic, division and remainders, shifts, bitwise ops, comparisons,
-/// `where`, minimum, maximum, clamp). Written and compiled by `ptxas` but not yet run on a
-/// GPU, so on the interpreter for now: `U64` math (the interpreter itself gave a `u64`
-/// shift by 2^63 another result than the CPU twin), `i8`, `i16` and `u16` elements,
-/// conversions between integers and other types, and comparisons and `bitwise_not` of
-/// bools.
-fn verified(p: &Program) -> bool {
-    use Class::*;
-    let elem_ok = |code: u8| {
-        elem_of_code(code).is_some_and(|e| {
-            matches!(Class::of(e), Some(F32 | F64 | Bool | I32 | I64 | U32 | U8))
-                && !matches!(e, ElemType::I8 | ElemType::I16 | ElemType::U16)
-        })
-    };
-    // The store converts the result to the output's type: not between integers and others.
-    let store_ok = match (
-        Class::from_code(p.result),
-        elem_of_code(p.out).and_then(Class::of),
-    ) {
-        (Some(r), Some(o)) => r == o || !(is_int(r) || is_int(o)),
-        _ => false,
-    };
-    elem_ok(p.out)
-        && store_ok
-        && p.inputs[..p.n_inputs as usize].iter().all(|&c| elem_ok(c))
-        && p.code().iter().all(|i| {
-            let (Some(op), Some(class)) = (Opcode::from_code(i.op), Class::from_code(i.class))
-            else {
-                return false;
-            };
-            let mixed = match op {
-                Opcode::Cast => is_int(class) || Class::from_code(i.arg).is_none_or(is_int),
-                Opcode::Narrow => elem_of_code(i.arg).is_some_and(|e| !e.is_float()),
-                _ => false,
-            };
-            let bool_order = class == Bool
-                && matches!(
-                    op,
-                    Opcode::Lt | Opcode::Le | Opcode::Gt | Opcode::Ge | Opcode::BitNot
-                );
-            class != U64 && !mixed && !bool_order
-        })
-}
-
-/// Whether the generator writes `p`: every value of a float math type, an integer math type
+/// Whether tier 1 compiles `p` (the generator writes it): every value of a float math type, an integer math type
 /// (`I32`, `I64`, `U32`, `U8`, `U64`) or bool, every op one the generator writes; inputs and
 /// output of the float types `f32`, `f64`, `f16`, `bf16`, the integer types or bool. Not
 /// compiled: the 8-bit floats, an `f64` or integer value rounded to a 16-bit float (the
 /// library rounds those through `f32` rounded to odd, which the generator does not write),
 /// `nextafter` of a 16-bit float, and expression reductions of integer math
 /// ([`supports_reduce`]).
-pub(crate) fn writes(p: &Program) -> bool {
+pub(crate) fn supports(p: &Program) -> bool {
     let io = |code: u8| {
         matches!(
             elem_of_code(code),
@@ -2408,7 +2356,7 @@ mod tests {
                 continue;
             };
             let (ty, o) = types[t];
-            assert!(writes(&p), "{} over {ty:?} to {o:?}", exprs[x]);
+            assert!(supports(&p), "{} over {ty:?} to {o:?}", exprs[x]);
             out.push((x, t, p));
         }
         out
@@ -2499,12 +2447,11 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
-    /// The generator writes integer programs; tier 1 takes those a GPU run has verified
-    /// (`I32`, `I64`, `U32`, `U8` math without conversions); what it does not write stays on
-    /// the interpreter: an integer or `f64` value rounded to a 16-bit float, an 8-bit float
-    /// operand; expression reductions take float math only.
+    /// Tier 1 compiles integer programs of every integer type, conversions included; what
+    /// it does not write stays on the interpreter: an integer or `f64` value rounded to a
+    /// 16-bit float, an 8-bit float operand; expression reductions take float math only.
     #[test]
-    fn supports_verified_integer_math_and_writes_the_rest() {
+    fn supports_integer_math_but_not_rounding_to_16_bit_floats() {
         let compile = |text: &str, ty: [ElemType; 2], out: Option<ElemType>| {
             let e = Expr::parse(text).expect("parses");
             *e.compile(&[("a", Arg::Tensor(ty[0])), ("b", Arg::Tensor(ty[1]))], out)
@@ -2513,35 +2460,36 @@ mod tests {
         };
         for ty in [I32, I64, U32, U8, U64, I8, I16, U16] {
             let p = compile("a + b", [ty, ty], None);
-            assert!(writes(&p), "{ty:?}");
-            // Run on the GPU: the four types of `I32`, `I64`, `U32`, `U8` math.
-            let verified = matches!(ty, I32 | I64 | U32 | U8);
-            assert_eq!(supports(&p), verified, "{ty:?}");
+            assert!(supports(&p), "{ty:?}");
             assert!(!supports_reduce(&p), "{ty:?}");
-            assert!(writes(&compile("a * b", [ty, F32], None)), "{ty:?}");
-            assert!(writes(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
-            // Conversions to floats: written, not yet run on a GPU.
-            assert!(!supports(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
-            let lt = compile("lt(a, b)", [ty, ty], Some(Bool));
-            assert!(writes(&lt), "{ty:?}");
-            assert_eq!(supports(&lt), verified, "{ty:?}");
+            assert!(supports(&compile("a * b", [ty, F32], None)), "{ty:?}");
+            assert!(supports(&compile("a - b", [ty, ty], Some(F64))), "{ty:?}");
+            assert!(
+                supports(&compile("lt(a, b)", [ty, ty], Some(Bool))),
+                "{ty:?}"
+            );
             // Integer math rounded to a 16-bit float goes through `f32` rounded to odd.
-            assert!(!writes(&compile("a + b", [ty, ty], Some(F16))), "{ty:?}");
-            assert!(!writes(&compile("bf16(a) * b", [ty, BF16], None)), "{ty:?}");
+            assert!(!supports(&compile("a + b", [ty, ty], Some(F16))), "{ty:?}");
+            assert!(
+                !supports(&compile("bf16(a) * b", [ty, BF16], None)),
+                "{ty:?}"
+            );
             // Through `f32` first, as the program says: written.
             assert!(
-                writes(&compile("f32(a) + b", [ty, ty], Some(F16))),
+                supports(&compile("f32(a) + b", [ty, ty], Some(F16))),
                 "{ty:?}"
             );
         }
-        for text in ["lt(a, b)", "ge(a, b)", "logical_and(bitwise_not(a), b)"] {
-            let p = compile(text, [Bool, Bool], None);
-            assert!(writes(&p) && !supports(&p), "{text}");
+        for text in [
+            "lt(a, b)",
+            "ge(a, b)",
+            "logical_and(bitwise_not(a), b)",
+            "logical_and(logical_not(a), b)",
+        ] {
+            assert!(supports(&compile(text, [Bool, Bool], None)), "{text}");
         }
-        let p = compile("logical_and(logical_not(a), b)", [Bool, Bool], None);
-        assert!(supports(&p));
         let p = compile("i32(a) + b", [F32, I32], None);
-        assert!(writes(&p) && !supports(&p) && !supports_reduce(&p));
+        assert!(supports(&p) && !supports_reduce(&p));
         let p = compile("f32(a) + b", [F8E4M3, F32], None);
         assert!(!supports(&p));
         let p = compile("a + b", [F64, F64], Some(F16));

@@ -716,7 +716,7 @@ pub(crate) unsafe fn launch<const N: usize>(
     }
     // Tier 0's one-op kernels (one op over operands of one type, specialised code already)
     // keep their programs but on tiled layouts.
-    let one_op = strided_apply_expr::kernel::one_kernel(p).is_some();
+    let one_op = strided_apply_expr::kernel::one_kernel(p).is_some() && !one_op_knob();
     let Some((shape, n, tail, extra)) = tiled_layout(plan, &ptrs, &sizes).or_else(|| {
         (!one_op)
             .then(|| layout(plan, &ptrs, &sizes, gpu.sm_count()))
@@ -973,6 +973,13 @@ pub(crate) unsafe fn launch_reduce(
 /// `STRIDED_APPLY_EXPR_LANES` (2, 4, 8 or 16): the vector shape's lanes for every
 /// program, for measurements (read once); by default 16 bytes of the widest operand per
 /// thread, 2 to 8 lanes.
+/// `STRIDED_APPLY_EXPR_ONE_OP=1`: one-op programs take tier 1 on every layout, not only on
+/// tiled ones (read once; for measurements against tier 0's one-op kernels).
+fn one_op_knob() -> bool {
+    static K: OnceLock<bool> = OnceLock::new();
+    *K.get_or_init(|| std::env::var_os("STRIDED_APPLY_EXPR_ONE_OP").is_some_and(|v| v == "1"))
+}
+
 fn lanes_knob() -> Option<usize> {
     static L: OnceLock<Option<usize>> = OnceLock::new();
     *L.get_or_init(|| {

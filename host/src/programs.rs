@@ -7,17 +7,26 @@
 //! the output's element type.
 //!
 //! [`OPS`] is the one list: adding an op id here makes it run over every type combination
-//! of the expression language.
+//! of the expression language. The typed API runs the same programs for the ops that the
+//! kernel image leaves out (`kernels!` lines marked `@program`: [`launch`]).
 
+use crate::error::Error;
 use crate::expr::{Arg, Compiled, Expr, Opcode, ScalarKind};
+use crate::expr::{DeviceArg, RawTensor};
+use crate::gpu::Gpu;
+use crate::tensor::DeviceTensor;
 use crate::Result;
+use cudarc::driver::sys::CUstream;
 use gpu_kernels::elem::ElemType;
+use gpu_kernels::{Elem, ProgramOf};
 use std::cell::RefCell;
 use std::sync::Arc;
 
 /// An op id's expression: over inputs `a`, `b`, `c` (in that order, as the op's operands
-/// after the output) and scalars `s0`, `s1` (the op's scalars, in order).
+/// after the output) and scalars `s0`, `s1` (the op's scalars, in order). Without run-time
+/// dispatch only the program families of the typed API read the list (op id, expression).
 #[derive(Debug)]
+#[cfg_attr(not(feature = "dispatch"), allow(dead_code))]
 pub(crate) struct OpProgram {
     pub(crate) op: &'static str,
     pub(crate) inputs: usize,
@@ -249,8 +258,8 @@ pub(crate) fn find(op: &str) -> Option<&'static OpProgram> {
 }
 
 /// The kind a scalar binds as: a Python-like number of its own kind (weak in promotion).
-pub(crate) fn scalar_kind(s: &crate::dispatch::Scalar) -> ScalarKind {
-    use crate::dispatch::Scalar;
+pub(crate) fn scalar_kind(s: &crate::expr::Scalar) -> ScalarKind {
+    use crate::expr::Scalar;
     match s {
         Scalar::F64(_) => ScalarKind::Float,
         Scalar::I64(_) | Scalar::U64(_) => ScalarKind::Int,
@@ -262,7 +271,7 @@ pub(crate) fn scalar_kind(s: &crate::dispatch::Scalar) -> ScalarKind {
 /// types, its scalars of the given values' kinds.
 pub(crate) fn args(
     inputs: &[ElemType],
-    scalars: &[crate::dispatch::Scalar],
+    scalars: &[crate::expr::Scalar],
 ) -> Vec<(&'static str, Arg)> {
     let tensors = INPUTS
         .iter()
@@ -296,7 +305,7 @@ pub(crate) fn compiled(
     p: &'static OpProgram,
     inputs: &[ElemType],
     out: Option<ElemType>,
-    scalars: &[crate::dispatch::Scalar],
+    scalars: &[crate::expr::Scalar],
 ) -> Result<Arc<Compiled>> {
     let mut types = [0u8; 4];
     types[0] = out.map_or(0, |t| t as u8 + 1);
@@ -320,4 +329,86 @@ pub(crate) fn compiled(
         cache.insert(key, c.clone());
     });
     Ok(c)
+}
+
+/// The program of an op without kernels (`ProgramOf`: a `kernels!` line marked `@program`),
+/// compiled for its types, from this thread's cache, and the operand each of its inputs reads
+/// (`order[i]`: input `i` of the program, in its order of first appearance, is operand
+/// `1 + order[i]`; `lerp`'s `a + c * (b - a)` reads `a`, `c`, `b`).
+pub(crate) fn of(prog: &ProgramOf) -> Result<(Arc<Compiled>, [usize; 3])> {
+    // `where_` is the kernels' op id for `where` (a keyword in Rust).
+    let entry = find(prog.op).or_else(|| prog.op.strip_suffix('_').and_then(find));
+    let (Some(entry), Some((&out, inputs))) = (entry, prog.types.split_first()) else {
+        return Err(Error::UnknownOp {
+            op: prog.op.to_string(),
+            known: OPS.iter().map(|p| p.op).collect::<Vec<_>>().join(", "),
+        });
+    };
+    let c = compiled(entry, inputs, Some(out), &[])?;
+    let mut order = [0usize; 3];
+    let mut seen = [false; 3];
+    for (i, name) in c.inputs().iter().enumerate() {
+        let k = INPUTS[..inputs.len()].iter().position(|m| m == name);
+        match k {
+            Some(k) if i < 3 && !seen[k] => {
+                order[i] = k;
+                seen[k] = true;
+            }
+            _ => {
+                return Err(Error::InputCount {
+                    op: entry.op,
+                    expected: inputs.len(),
+                    got: c.inputs().len(),
+                })
+            }
+        }
+    }
+    if c.inputs().len() != inputs.len() {
+        return Err(Error::InputCount {
+            op: entry.op,
+            expected: inputs.len(),
+            got: c.inputs().len(),
+        });
+    }
+    Ok((c, order))
+}
+
+/// Runs the program of an op without kernels over the typed API's tensors on the gpu's
+/// stream: what `api::apply1`…`apply4` do for such an op (the expression's own checks,
+/// hoisting and tier, as `Compiled::run`).
+pub(crate) fn run<O: Elem>(
+    gpu: &Gpu,
+    prog: &ProgramOf,
+    out: &mut DeviceTensor<O>,
+    inputs: &[DeviceArg<'_>],
+) -> Result<()> {
+    let (c, order) = of(prog)?;
+    let ordered: Vec<DeviceArg<'_>> = order[..inputs.len()].iter().map(|&k| inputs[k]).collect();
+    c.run(gpu, out, &ordered, &[])
+}
+
+/// Launches the program of an op without kernels over raw tensors (output first) on
+/// `stream`: what the raw API and run-time dispatch do for such an op (as `Compiled::launch`).
+///
+/// # Safety
+/// As [`raw::apply3`](crate::raw::apply3): every tensor's memory is one live allocation of
+/// this `gpu`'s context holding values of its element type, kept until the work queued on
+/// `stream` completes; `stream` is a live stream of that context.
+pub(crate) unsafe fn launch(
+    gpu: &Gpu,
+    stream: CUstream,
+    prog: &ProgramOf,
+    t: &[RawTensor<'_>],
+) -> Result<()> {
+    let (c, order) = of(prog)?;
+    let Some((&out, inputs)) = t.split_first() else {
+        return Err(Error::InputCount {
+            op: prog.op,
+            expected: prog.types.len().saturating_sub(1),
+            got: 0,
+        });
+    };
+    let ordered: Vec<RawTensor<'_>> = order[..inputs.len()].iter().map(|&k| inputs[k]).collect();
+    // SAFETY: forwarded contract; the same tensors in the program's input order.
+    unsafe { c.launch(gpu, Some(stream), out, &ordered, &[]) }
 }
