@@ -620,6 +620,7 @@ impl Gpu {
     /// (module loading may not happen while a stream is captured). The typed API's
     /// `Op::NAMES` (`<Add as Kernels3<f32, f32, f32>>::NAMES`) or a
     /// [`DynOp`](crate::dispatch::DynOp)'s `instance().names`.
+    ///
     /// An op without kernels of its own (`names.program`) runs on the expression engine:
     /// this loads every family of the interpreter's module.
     pub fn preload_kernels(&self, names: &KernelNames) -> Result<()> {
