@@ -345,30 +345,24 @@ pub(crate) fn of(prog: &ProgramOf) -> Result<(Arc<Compiled>, [usize; 3])> {
         });
     };
     let c = compiled(entry, inputs, Some(out), &[])?;
+    let bad = || Error::InputCount {
+        op: entry.op,
+        expected: inputs.len(),
+        got: c.inputs().len(),
+    };
+    if c.inputs().len() != inputs.len() {
+        return Err(bad());
+    }
     let mut order = [0usize; 3];
     let mut seen = [false; 3];
     for (i, name) in c.inputs().iter().enumerate() {
-        let k = INPUTS[..inputs.len()].iter().position(|m| m == name);
-        match k {
+        match INPUTS[..inputs.len()].iter().position(|m| m == name) {
             Some(k) if i < 3 && !seen[k] => {
                 order[i] = k;
                 seen[k] = true;
             }
-            _ => {
-                return Err(Error::InputCount {
-                    op: entry.op,
-                    expected: inputs.len(),
-                    got: c.inputs().len(),
-                })
-            }
+            _ => return Err(bad()),
         }
-    }
-    if c.inputs().len() != inputs.len() {
-        return Err(Error::InputCount {
-            op: entry.op,
-            expected: inputs.len(),
-            got: c.inputs().len(),
-        });
     }
     Ok((c, order))
 }
