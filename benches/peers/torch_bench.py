@@ -3,9 +3,9 @@ bfloat16) and, for the permuted copies, the fused expression and the dense mixed
 multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
-element size; reductions (groups "reduce", "reduce_rows" and "reduce_rows_expr") count every
-input read once (two for sqdiff; x and its [rows, 1] m for the expression rows) and report the
-first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
+element size; reductions (groups "reduce", "reduce_rows", "reduce_cols_1b" and
+"reduce_rows_expr") count every input read once (two for sqdiff; x and its [rows, 1] m for the
+expression rows) and report the first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
 spin kernel (see median_ms)."""
 import json
 import os
@@ -38,6 +38,11 @@ GROUPS = {
                          for name in ("f32", "bf16") for op in ("sumexp", "sqdev")]
                         + [f"{op}_cols{length}_{name}" for length in (1024, 32768)
                            for name in ("f32", "bf16") for op in ("sumexp", "sqdev")],
+    # Columns whose kernel folds one-byte values: all/any of every dtype, u8 sum/amax/amin/prod.
+    "reduce_cols_1b": [f"{op}_dim0_{name}" for name in ("Bool", "u8", "i32", "u32", "i64", "f32",
+                                                        "f64", "f16", "bf16")
+                       for op in ("all", "any")]
+                      + [f"{op}_dim0_u8" for op in ("sum", "amax", "amin", "prod")],
     "opset": ["opset_erf_broadcast_row", "opset_where_isnan_f16_transposed", "opset_add_i8_contiguous",
               "opset_add_bf16_f32_broadcast_row", "opset_gelu_tanh_bf16_contiguous",
               "opset_gelu_tanh_bf16_transposed"],
@@ -211,6 +216,11 @@ if want("divmul"):
     del fa, fb
 
 
+NAMES = {torch.float32: "f32", torch.bfloat16: "bf16", torch.float16: "f16", torch.float64: "f64",
+         torch.bool: "Bool", torch.uint8: "u8", torch.int32: "i32", torch.uint32: "u32",
+         torch.int64: "i64"}
+
+
 def reduction(case, x0, make_x, out_shape, fn, compiled=None, out_dtype=None):
     """o = fn(*xs, o) into a preallocated out of `out_dtype` (default the input's; fn may
     ignore o and allocate); bytes: every input read once, elements: the first input's, as the
@@ -220,7 +230,7 @@ def reduction(case, x0, make_x, out_shape, fn, compiled=None, out_dtype=None):
     "torch.compile"."""
     xs0 = x0 if isinstance(x0, tuple) else (x0,)
     n = xs0[0].numel()
-    name = {torch.float32: "f32", torch.bfloat16: "bf16"}[xs0[0].dtype]
+    name = NAMES[xs0[0].dtype]
     nbytes = sum(x.numel() * x.element_size() for x in xs0)
     sets = max(1, min(64, -(-ROTATE // nbytes)))
 
@@ -317,6 +327,36 @@ if want("reduce"):
     del p
     mk = lambda: rand(sq, torch.bfloat16)
     reduction("sum_dim1_bf16", mk(), mk, (big,), lambda x, o: torch.sum(x, dim=1, out=o))
+
+# Columns of one-byte folds: dim 0 of a contiguous big * big matrix; all/any of every dtype
+# into a bool out, then sum/amax/amin/prod of a uint8 matrix into a uint8 out (sum and prod
+# accumulate in uint8, wrapping, as the Rust side). Bytes: the input read once.
+if want("reduce_cols_1b"):
+    for dtype in (torch.bool, torch.uint8, torch.int32, torch.uint32, torch.int64, torch.float32,
+                  torch.float64, torch.float16, torch.bfloat16):
+        if dtype == torch.bool:
+            mk = lambda: torch.randint(0, 64, sq, device=dev) != 0
+        else:
+            mk = lambda dtype=dtype: rand(sq, dtype)
+        m = mk()
+        for op, fn in (("all", torch.all), ("any", torch.any)):
+            try:
+                reduction(f"{op}_dim0_{NAMES[dtype]}", m, mk, (big,),
+                          lambda x, o, fn=fn: fn(x, dim=0, out=o), out_dtype=torch.bool)
+            except Exception as e:  # a dtype torch does not reduce
+                print(f"# {op}_dim0_{NAMES[dtype]}: {e}", file=sys.stderr)
+        del m
+    mk = lambda: rand(sq, torch.uint8)
+    m = mk()
+    for op, fn in (("sum", lambda x, o: torch.sum(x, dim=0, dtype=torch.uint8, out=o)),
+                   ("amax", lambda x, o: torch.amax(x, dim=0, out=o)),
+                   ("amin", lambda x, o: torch.amin(x, dim=0, out=o)),
+                   ("prod", lambda x, o: torch.prod(x, dim=0, dtype=torch.uint8, out=o))):
+        try:
+            reduction(f"{op}_dim0_u8", m, mk, (big,), fn)
+        except Exception as e:
+            print(f"# {op}_dim0_u8: {e}", file=sys.stderr)
+    del m
 
 # Short rows (issue #41): dim 1 of a contiguous [total // length, length] matrix, 2^28 elements
 # in all (2^24 quick), rows of 16 to 32768 elements; per length an f32 and then a bf16 matrix,

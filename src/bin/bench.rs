@@ -5,9 +5,10 @@
 //! once, timed with CUDA events, median of 25 runs after warm-up, random inputs, outputs poisoned first and
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
-//! what they move. Reductions (groups `reduce`, `reduce_rows` and `reduce_rows_expr`) count
-//! every input read once (an expression reduction's broadcast `[rows, 1]` operand once per
-//! element it holds) and report the first input's elements; their outputs are not counted.
+//! what they move. Reductions (groups `reduce`, `reduce_rows`, `reduce_cols_1b`,
+//! `reduce_rows_expr`) count every input read once (an expression reduction's broadcast
+//! `[rows, 1]` operand once per element it holds) and report the first input's elements;
+//! their outputs are not counted.
 //! `--release-pool`: the device's memory pool gives freed memory back at every
 //! synchronisation (the driver's default) instead of keeping it (the library's;
 //! `Gpu::set_memory_cache_limit`), for comparison. `--diet`: every family whose op has an
@@ -169,6 +170,33 @@ const GROUPS: &[(&str, &[&str])] = &[
             "mean_rows32768_bf16",
             "argmax_rows32768_bf16",
             "sumsq_rows32768_bf16",
+        ],
+    ),
+    (
+        "reduce_cols_1b",
+        &[
+            "all_dim0_Bool",
+            "any_dim0_Bool",
+            "all_dim0_u8",
+            "any_dim0_u8",
+            "all_dim0_i32",
+            "any_dim0_i32",
+            "all_dim0_u32",
+            "any_dim0_u32",
+            "all_dim0_i64",
+            "any_dim0_i64",
+            "all_dim0_f32",
+            "any_dim0_f32",
+            "all_dim0_f64",
+            "any_dim0_f64",
+            "all_dim0_f16",
+            "any_dim0_f16",
+            "all_dim0_bf16",
+            "any_dim0_bf16",
+            "sum_dim0_u8",
+            "amax_dim0_u8",
+            "amin_dim0_u8",
+            "prod_dim0_u8",
         ],
     ),
     (
@@ -900,6 +928,7 @@ const RUNS: &[(&[&str], Run)] = &[
     (&["stencil"], stencils),
     (&["reduce"], reductions),
     (&["reduce_rows"], short_rows),
+    (&["reduce_cols_1b"], cols_1b),
     (&["reduce_rows_expr"], short_rows_expr),
     (&["expr"], expressions),
     (&["opset"], opset::opset),
@@ -1393,6 +1422,56 @@ fn short_rows(bench: &Bench) -> Result<()> {
         five!(f32, 55, rand_f32);
         five!(bf16, 56, rand_bf16);
     }
+    Ok(())
+}
+
+/// Column reductions (over axis 0 of a dense `big × big` matrix) whose column kernel folds
+/// one-byte values: `all` and `any` of every element type (boolean accumulators) and
+/// `sum`, `amax`, `amin`, `prod` of `u8`. Outputs poisoned with a value no reduction
+/// writes (`Bool(7)`) or a random-looking byte.
+fn cols_1b(bench: &Bench) -> Result<()> {
+    use strided_apply::gpu_kernels::elem::Bool;
+    use strided_apply::gpu_kernels::reduce::{All, Amin, Any, Prod};
+    let (gpu, big) = (&bench.gpu, bench.big);
+    macro_rules! truth {
+        ($t:ident, $seed:expr, $rand:expr) => {{
+            let m = dense(&[big, big], $seed, $rand)?;
+            let t = stringify!($t);
+            bench_reduce(
+                gpu,
+                &format!("all_dim0_{t}"),
+                All,
+                &[big],
+                [&m],
+                &[0],
+                Bool(7),
+            )?;
+            bench_reduce(
+                gpu,
+                &format!("any_dim0_{t}"),
+                Any,
+                &[big],
+                [&m],
+                &[0],
+                Bool(7),
+            )?;
+        }};
+    }
+    // Mostly true values, a zero now and then (so `all` is false in some columns).
+    truth!(Bool, 61, |x| Bool(((x >> 40) % 64 != 0) as u8));
+    truth!(u8, 62, |x| (x >> 40) as u8);
+    truth!(i32, 63, |x| (x >> 40) as i32 % 4096);
+    truth!(u32, 64, |x| (x >> 40) as u32 % 4096);
+    truth!(i64, 65, |x| (x >> 40) as i64 % 4096);
+    truth!(f32, 66, rand_f32);
+    truth!(f64, 67, |x| rand_f32(x) as f64);
+    truth!(f16, 68, rand_f16);
+    truth!(bf16, 69, rand_bf16);
+    let m = dense(&[big, big], 70, |x| (x >> 40) as u8)?;
+    bench_reduce(gpu, "sum_dim0_u8", Sum, &[big], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, "amax_dim0_u8", Amax, &[big], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, "amin_dim0_u8", Amin, &[big], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, "prod_dim0_u8", Prod, &[big], [&m], &[0], 0xa5u8)?;
     Ok(())
 }
 
