@@ -5,8 +5,8 @@ bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers 
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
 element size; reductions (groups "reduce", "reduce_rows", "reduce_cols_1b" and
 "reduce_rows_expr") count every input read once (two for sqdiff; x and its [rows, 1] m for the
-expression rows) and report the first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each timed call queued behind a
-spin kernel (see median_ms)."""
+expression rows) and report the first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each
+timed call queued behind a spin kernel (see median_ms)."""
 import json
 import os
 import sys

@@ -1433,28 +1433,13 @@ fn cols_1b(bench: &Bench) -> Result<()> {
     use strided_apply::gpu_kernels::elem::Bool;
     use strided_apply::gpu_kernels::reduce::{All, Amin, Any, Prod};
     let (gpu, big) = (&bench.gpu, bench.big);
+    // `all` and `any` of one random `big × big` matrix of `$t` (as `short_rows`' `five!`).
     macro_rules! truth {
         ($t:ident, $seed:expr, $rand:expr) => {{
             let m = dense(&[big, big], $seed, $rand)?;
-            let t = stringify!($t);
-            bench_reduce(
-                gpu,
-                &format!("all_dim0_{t}"),
-                All,
-                &[big],
-                [&m],
-                &[0],
-                Bool(7),
-            )?;
-            bench_reduce(
-                gpu,
-                &format!("any_dim0_{t}"),
-                Any,
-                &[big],
-                [&m],
-                &[0],
-                Bool(7),
-            )?;
+            let case = |op: &str| format!("{op}_dim0_{}", stringify!($t));
+            bench_reduce(gpu, &case("all"), All, &[big], [&m], &[0], Bool(7))?;
+            bench_reduce(gpu, &case("any"), Any, &[big], [&m], &[0], Bool(7))?;
         }};
     }
     // Mostly true values, a zero now and then (so `all` is false in some columns).
