@@ -240,6 +240,7 @@ macro_rules! kernels {
                 rows: concat!($(stringify!($part), "_",)+ "r"),
                 cols: concat!($(stringify!($part), "_",)+ "k"),
                 fin: concat!($(stringify!($part), "_",)+ "f"),
+                cols_exact: $crate::reduce::exact_cols::<$op, $t, { 1 $(+ $crate::kernels!(@one $same))* }>(),
             };
         }
     };
@@ -280,6 +281,7 @@ macro_rules! kernels {
             $k,
             { $crate::reduce::chunk(::core::mem::size_of::<$t>()) as usize },
             { $crate::reduce::col_vec(::core::mem::size_of::<$t>()) as usize },
+            { $crate::reduce::exact_vec(::core::mem::size_of::<$t>()) as usize },
         >($op, $g, $out, $inp, $scratch)
     };
     (@reduce_call $body:ident $op:expr, $g:expr, $out:ident, $inp:ident, $scratch:ident; $t:ty, $k:ident) => {

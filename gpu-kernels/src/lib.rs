@@ -39,12 +39,24 @@ macro_rules! unrolled {
     (dims $n:expr, |$i:ident| $body:block) => {
         unrolled!(@each $n, $i, $body, 0 1 2 3 4 5)
     };
+    (const $n:expr, |$i:ident| $body:block) => {{
+        const { assert!($n <= 16) };
+        unrolled!(@const $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    }};
     ($n:expr, |$i:ident| $body:block) => {{
         const { assert!($n <= 16) };
         unrolled!(@each $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     }};
     (@each $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
         $( if $k < $n { let $i: usize = $k; $body } )*
+    }};
+    (@const $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+        // The copies past `n` are never compiled, but rustc still lints their constant
+        // indices.
+        $( if const { $k < $n } {
+            #[allow(unconditional_panic)]
+            let () = { let $i: usize = $k; $body };
+        } )*
     }};
 }
 

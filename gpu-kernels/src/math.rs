@@ -28,6 +28,11 @@ pub trait Num: crate::Elem + PartialOrd + CastFrom<f64> + CastFrom<i32> {
     type Acc: Num;
     const ZERO: Self;
     const ONE: Self;
+    /// Whether this is an integer type (exact arithmetic: wrapping sums and products
+    /// associate, so reductions may fold in any order, [`Reduce::EXACT`]).
+    ///
+    /// [`Reduce::EXACT`]: crate::reduce::Reduce::EXACT
+    const INTEGER: bool = false;
     fn to_acc(self) -> Self::Acc;
     fn from_acc(a: Self::Acc) -> Self;
     fn add(self, o: Self) -> Self;
@@ -90,6 +95,7 @@ macro_rules! int_num {
             type Acc = Self;
             const ZERO: Self = 0;
             const ONE: Self = 1;
+            const INTEGER: bool = true;
             #[inline(always)] fn to_acc(self) -> Self { self }
             #[inline(always)] fn from_acc(a: Self) -> Self { a }
             #[inline(always)] fn add(self, o: Self) -> Self { self.wrapping_add(o) }
@@ -117,6 +123,7 @@ impl Num for u8 {
     type Acc = Self;
     const ZERO: Self = 0;
     const ONE: Self = 1;
+    const INTEGER: bool = true;
     #[inline(always)]
     fn to_acc(self) -> Self {
         self

@@ -64,7 +64,8 @@ pub const FINAL_BLOCK: u32 = 256;
 /// dimension of stride 1, every row start 16-byte aligned).
 pub const VEC_ROWS: u32 = 1;
 /// [`ReduceGeometry::flags`]: the column kernel may read each thread's [`col_vec`] columns
-/// as one 16-byte vector (invariant 7 of [`ReduceGeometry`]).
+/// ([`exact_vec`] for sources with [`exact_cols`]) as one 16-byte vector (invariant 7 of
+/// [`ReduceGeometry`]).
 pub const VEC_COLS: u32 = 2;
 
 /// Columns per thread of the column kernel for `size`-byte elements: 4 for 4-byte elements
@@ -78,6 +79,45 @@ pub const fn col_vec(size: usize) -> u32 {
     } else {
         1
     }
+}
+
+/// The column kernel of order-free reductions (`cols_exact`): threads along the kept
+/// axis, each reading [`exact_vec`] columns of a row as one 16-byte vector, so that 8
+/// threads read one 128-byte line (the slot kernel reads one element per thread, 32 bytes of
+/// a row per warp for 1-byte types: a load request per 32 bytes, `benches/NOTES.md`).
+pub const EXACT_LANES: u32 = 8;
+/// `cols_exact`: threads along the reduced axis.
+pub const EXACT_ROWS: u32 = 64;
+/// `cols_exact`: rows a thread loads before it folds any of them (one 16-byte vector
+/// each).
+pub const EXACT_BATCH: u32 = 8;
+
+/// Columns per thread of `cols_exact` for `size`-byte elements: one 16-byte vector.
+pub const fn exact_vec(size: usize) -> u32 {
+    (16 / size) as u32
+}
+
+/// `cols_exact`'s rows per piece for `w`-element chunks: `min(w, EXACT_BATCH)`.
+pub const fn exact_piece(w: usize) -> usize {
+    if w < EXACT_BATCH as usize {
+        w
+    } else {
+        EXACT_BATCH as usize
+    }
+}
+
+/// Whether the column launches of source `S` over `K` inputs of `T` take `cols_exact`
+/// (where [`VEC_COLS`] holds, invariant 7 with `v = `[`exact_vec`]): order-free
+/// reductions ([`Reduce::EXACT`]) of one-byte accumulators of one input, where
+/// [`Reduce::ORDER_FREE_COLS`] chooses them (`any` of `Bool`, `u8`, `f16`, `bf16`; `all`
+/// of `f16`, `bf16`; `u8` `sum`, `prod`, `amin`, `amax`).
+pub const fn exact_cols<S: Source<T, K>, T, const K: usize>() -> bool {
+    <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::EXACT
+        && <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::ORDER_FREE_COLS
+        && core::mem::size_of::<AccOf<S, T, K>>() == 1
+        && K == 1
+        && core::mem::size_of::<T>() <= 8
+        && 16 % core::mem::size_of::<T>() == 0
 }
 
 /// Elements per slot chunk: 16 bytes of `size`-byte elements.
@@ -186,6 +226,15 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// thread in registers; (value, index) pairs do not fit beside the loads, so the arg
     /// reductions take the row kernel on every layout.
     const COLUMNS: bool = true;
+    /// Whether the result has the same bits whatever the order of the folds and combines
+    /// (integer folds, which wrap, and boolean ones): the column kernel may then read in
+    /// its own order ([`exact_cols`]).
+    const EXACT: bool = false;
+    /// Whether column reductions of this [`EXACT`](Reduce::EXACT) reduction take the
+    /// order-free column kernel ([`exact_cols`]): where it measured faster than the slot
+    /// kernel (`benches/RESULTS.md`, `reduce_cols_1b`): `any` of 1- and 2-byte types, `all`
+    /// of 2-byte types, and the folds of `u8`.
+    const ORDER_FREE_COLS: bool = false;
 }
 
 /// An accumulator as 32-bit words: what a warp shuffle moves (the row kernel's lower tree
@@ -371,6 +420,9 @@ macro_rules! acc_reduce {
         impl<T: $bound> Reduce<T> for $op {
             type Acc = T::Acc;
             type Out = T;
+            const EXACT: bool = <T::Acc as Num>::INTEGER;
+            const ORDER_FREE_COLS: bool =
+                <T::Acc as Num>::INTEGER && core::mem::size_of::<T>() == 1;
             #[inline(always)]
             fn first(&self, x: T, _i: u32) -> T::Acc {
                 x.to_acc()
@@ -573,10 +625,12 @@ impl Truth for Bool {
 }
 
 macro_rules! truth_reduce {
-    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr) => {
+    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat) => {
         impl<T: Truth> Reduce<T> for $op {
             type Acc = bool;
             type Out = Bool;
+            const EXACT: bool = true;
+            const ORDER_FREE_COLS: bool = matches!(core::mem::size_of::<T>(), $sizes);
             #[inline(always)]
             fn first(&self, x: T, _i: u32) -> bool {
                 x.truth()
@@ -604,8 +658,11 @@ macro_rules! truth_reduce {
         }
     };
 }
-truth_reduce!(All, true, |a, b| a & b);
-truth_reduce!(Any, false, |a, b| a | b);
+// The order-free column kernel measured slower than the slot kernel for `all` of 1-byte
+// types (16 compares a row-vector, 0.90×) and of 4- and 8-byte types (0.90–0.96×; `any`
+// 0.95–0.996×), faster for the others (1.15–3.7×; `benches/NOTES.md`).
+truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2);
+truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2);
 
 /// Sizes and strides of one reduction launch, passed by value to its kernels.
 ///
@@ -630,7 +687,8 @@ truth_reduce!(Any, false, |a, b| a | b);
 /// 6. For the column kernel: `nred == 1` (then `red[1]` has size 1 and stride 0), or
 ///    `nred == 2` and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses
 ///    the innermost reduced dimension).
-/// 7. With [`VEC_COLS`] in `flags` (column kernel, `v = `[`col_vec`]`(size_of::<T>()) > 1`):
+/// 7. With [`VEC_COLS`] in `flags` (column kernel, `v = `[`col_vec`]`(size_of::<T>()) > 1`;
+///    `v = `[`exact_vec`]`(size_of::<T>())` for sources with [`exact_cols`]):
 ///    `kept[0]` is a multiple of `v`, `kept_strides[1 + k][0] == 1` for every input `k`,
 ///    and every input element whose `kept[0]` index is a multiple of `v` is 16-byte
 ///    aligned (each base 16-byte aligned, every other kept and every reduced stride a
@@ -647,7 +705,8 @@ pub struct ReduceGeometry {
     /// Groups used ([`groups_used`]).
     pub groups: u32,
     pub outputs: u32,
-    /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`).
+    /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`; `cols_exact`:
+    /// `ceil(kept[0] / (EXACT_LANES * exact_vec(size)))`).
     pub col_blocks: u32,
     /// Row kernel: `log2` of the slots of one group, [`row_shift`]; a block reduces
     /// `SLOTS >> `[`row_threads`] (output, group) pairs.
@@ -836,6 +895,9 @@ pub struct ReduceNames {
     pub cols: &'static str,
     /// The tree over each output's group values.
     pub fin: &'static str,
+    /// Whether `cols` is `cols_exact` under [`VEC_COLS`] ([`exact_cols`]): its launch
+    /// shape is that kernel's there.
+    pub cols_exact: bool,
 }
 
 /// A reduction source instantiated over `K` inputs of `T` (by `kernels!`'s `reduce`
@@ -1206,12 +1268,24 @@ mod gpu {
     /// The halving tree over a column's slots pairs slot `s` with `s + h`: the levels of
     /// `m` fold in registers, those of `y` in shared memory, one level per barrier.
     ///
+    /// Sources with [`exact_cols`] take [`cols_exact`] instead under [`VEC_COLS`] (`E =
+    /// `[`exact_vec`]`(size_of::<T>())` columns a thread), this kernel's element reads
+    /// otherwise.
+    ///
     /// # Safety
     /// The [`ReduceGeometry`] invariants (`kept[0]` the input's unit-stride axis is a
-    /// performance matter only, except under [`VEC_COLS`]: invariant 7); the launch shape
-    /// above.
+    /// performance matter only, except under [`VEC_COLS`]: invariant 7, with `v = E` for
+    /// sources with [`exact_cols`]); the launch shape above, or [`cols_exact`]'s for those
+    /// sources under [`VEC_COLS`].
     #[inline(always)]
-    pub unsafe fn cols<S: Source<T, K>, T: Copy, const K: usize, const W: usize, const V: usize>(
+    pub unsafe fn cols<
+        S: Source<T, K>,
+        T: Copy,
+        const K: usize,
+        const W: usize,
+        const V: usize,
+        const E: usize,
+    >(
         src: S,
         g: &ReduceGeometry,
         out: *mut OutOf<S, T, K>,
@@ -1223,11 +1297,171 @@ mod gpu {
             // SAFETY: stops the kernel.
             unsafe { core::arch::nvptx::trap() };
         }
-        // SAFETY (both): the caller's contract; `VEC_COLS` only where invariant 7 holds.
-        if V > 1 && g.flags & VEC_COLS != 0 {
+        // SAFETY (all): the caller's contract; `VEC_COLS` only where invariant 7 holds
+        // (with `v = E` for exact sources).
+        if const { exact_cols::<S, T, K>() } {
+            if g.flags & VEC_COLS != 0 {
+                unsafe { cols_exact::<S, T, K, W, E>(src, g, out, inp, scratch) }
+            } else {
+                unsafe { cols_body::<S, T, K, W, V, false>(src, g, out, inp, scratch) }
+            }
+        } else if V > 1 && g.flags & VEC_COLS != 0 {
             unsafe { cols_body::<S, T, K, W, V, true>(src, g, out, inp, scratch) }
         } else {
             unsafe { cols_body::<S, T, K, W, V, false>(src, g, out, inp, scratch) }
+        }
+    }
+
+    /// The column kernel of order-free reductions ([`exact_cols`]), under [`VEC_COLS`]:
+    /// blocks of `EXACT_LANES × EXACT_ROWS` threads over `EXACT_LANES * E` columns (`E =
+    /// 16 / size_of::<T>()`); thread `(x, y)` reads columns `x * E ..+ E` of its block as
+    /// one 16-byte vector per row. A group's rows are pieces of `P = min(W, EXACT_BATCH)`
+    /// (inside one slot chunk, so inside the innermost reduced dimension: invariant 6);
+    /// thread `y` folds pieces `y, y + EXACT_ROWS, …`, `EXACT_BATCH / P` of them (8 rows)
+    /// loaded before any is folded. The threads' values then combine over `y` in shared
+    /// memory, one level per barrier. Block `b` is column block `b % col_blocks`
+    /// (`col_blocks = ceil(kept[0] / (EXACT_LANES * E))`) of outer output `(b /
+    /// col_blocks) % outer`, group `b / (col_blocks * outer)`; `EXACT_LANES * E *
+    /// EXACT_ROWS * size_of::<Acc>()` bytes of dynamic shared memory.
+    ///
+    /// This is not the slots' order: the result is the same only because the reduction is
+    /// [`Reduce::EXACT`], so the GPU still agrees with the CPU twin bit for bit.
+    ///
+    /// # Safety
+    /// The [`ReduceGeometry`] invariants with [`VEC_COLS`] (invariant 7 with `v = E`); the
+    /// launch shape above.
+    #[inline(always)]
+    unsafe fn cols_exact<
+        S: Source<T, K>,
+        T: Copy,
+        const K: usize,
+        const W: usize,
+        const E: usize,
+    >(
+        src: S,
+        g: &ReduceGeometry,
+        out: *mut OutOf<S, T, K>,
+        inp: [*const T; K],
+        scratch: *mut AccOf<S, T, K>,
+    ) {
+        const B: usize = EXACT_BATCH as usize;
+        let p = exact_piece(W);
+        let pw = p as u32;
+        let ry = EXACT_ROWS;
+        let op = src.reduction();
+        let (x, y, bid) = tile_thread();
+        let k0 = g.kept[0].d;
+        let outer = g.outputs / k0;
+        let (cb, rest) = (bid % g.col_blocks, bid / g.col_blocks);
+        let (ob, grp) = (rest % outer, rest / outer);
+        let c = cb * (EXACT_LANES * E as u32) + x * E as u32;
+        // Threads past the last column read the last vector (`k0` is a multiple of `E`:
+        // invariant 7) and write nothing.
+        let c_in = if c < k0 { c } else { k0 - E as u32 };
+        let (oo, io) = g.kept_offsets::<K>(c_in + k0 * ob);
+        let (lo, len) = g.group(grp);
+        // SAFETY (all reads): invariant 3 for every column read and every index below `len`
+        // of this group; 16 aligned bytes at each (invariant 7).
+        let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
+        let s0: [u32; K] = core::array::from_fn(|k| g.red_strides[k][0]);
+        // The inputs' vectors at piece `q`'s row `j` (`q * P + j < len`).
+        let piece = |q: u32| -> [*const T; K] {
+            let off = g.red_offset2::<K>(lo + q * pw);
+            core::array::from_fn(|k| unsafe { base[k].offset(off[k]) })
+        };
+        let read = |ptr: &[*const T; K], j: usize| -> [[T; E]; K] {
+            core::array::from_fn(|k| unsafe {
+                load_v4::<T, E>(ptr[k].offset((j as u32).wrapping_mul(s0[k]) as i32 as isize))
+            })
+        };
+        let mut acc = [op.placeholder(); E];
+        // Folds row `j` of the thread's piece `t`, values `v`, into every column. (LLVM
+        // inlines it at each call; the same fold written as a macro made rustc's work on
+        // the 22 instances take twice as long.)
+        let fold = |acc: &mut [AccOf<S, T, K>; E], v: &[[T; E]; K], t: u32, j: usize| {
+            let i = lo + (y + ry * t) * pw + j as u32;
+            unrolled!(const E, |l| {
+                let x = src.item(core::array::from_fn(|k| v[k][l]));
+                acc[l] = if t == 0 && j == 0 {
+                    op.first(x, i)
+                } else {
+                    op.fold(acc[l], x, i)
+                };
+            });
+        };
+        let nb = B / p;
+        let mut t = 0;
+        // Whole batches: the thread's next `nb` pieces end inside the group.
+        while (y + ry * (t + nb as u32 - 1) + 1) * pw <= len {
+            let mut v = [core::mem::MaybeUninit::<[[T; E]; K]>::uninit(); B];
+            unrolled!(const B / exact_piece(W), |b| {
+                let ptr = piece(y + ry * (t + b as u32));
+                unrolled!(const exact_piece(W), |j| { v[b * p + j] = core::mem::MaybeUninit::new(read(&ptr, j)) });
+            });
+            unrolled!(const B / exact_piece(W), |b| {
+                unrolled!(const exact_piece(W), |j| {
+                    // SAFETY: the loop above wrote every `v[b * p + j]`.
+                    fold(&mut acc, unsafe { &v[b * p + j].assume_init() }, t + b as u32, j);
+                });
+            });
+            t += nb as u32;
+        }
+        // The last, partial batch: every row below `len`.
+        unrolled!(const B / exact_piece(W), |b| {
+            let q = y + ry * (t + b as u32);
+            if q * pw < len {
+                let ptr = piece(q);
+                unrolled!(const exact_piece(W), |j| {
+                    if q * pw + (j as u32) < len {
+                        fold(&mut acc, &read(&ptr, j), t + b as u32, j);
+                    }
+                });
+            }
+        });
+        let sm = shared_base() as *mut AccOf<S, T, K>;
+        // Thread `(x, y)`'s column `l` at `y * EXACT_LANES * E + x * E + l`.
+        let at = |yy: u32, l: usize| ((yy * EXACT_LANES + x) * E as u32) as usize + l;
+        // SAFETY: `y < EXACT_ROWS`, `x < EXACT_LANES`: inside the shared array.
+        unrolled!(const E, |l| { unsafe { *sm.add(at(y, l)) = acc[l] } });
+        sync_threads();
+        // The levels over `y`; thread `y + s` holds values when its first piece starts
+        // inside the group.
+        let mut s = ry / 2;
+        while s >= 1 {
+            if y < s && (y + s) * pw < len {
+                unrolled!(const E, |l| {
+                    // SAFETY: rows `y` and `y + s < EXACT_ROWS` of the thread's columns.
+                    unsafe {
+                        let a = sm.add(at(y, l));
+                        *a = op.combine(*a, *sm.add(at(y + s, l)));
+                    }
+                });
+            }
+            sync_threads();
+            s /= 2;
+        }
+        if y == 0 {
+            unrolled!(const E, |l| {
+                let cl = c + l as u32;
+                if cl < k0 {
+                    let ool = oo + (l as u32).wrapping_mul(g.kept_strides[0][0]) as i32 as isize;
+                    // SAFETY: invariants 3 and 4 (output `cl + k0 * ob`, whose offset is
+                    // `ool`: `c_in == c` for a thread with an active column).
+                    unsafe {
+                        finish_group(
+                            &op,
+                            g,
+                            out,
+                            scratch,
+                            cl + k0 * ob,
+                            grp,
+                            ool,
+                            len,
+                            *sm.add(at(0, l)),
+                        )
+                    };
+                }
+            });
         }
     }
 
@@ -1477,6 +1711,31 @@ mod gpu {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn order_free_column_kernel_serves_one_byte_integer_folds() {
+        use crate::ops::Mul;
+        use crate::{bf16, f16};
+        // Integer and boolean folds are exact, float ones are not.
+        const { assert!(<Sum as Reduce<i32>>::EXACT && <Prod as Reduce<u8>>::EXACT) };
+        const { assert!(!<Sum as Reduce<f32>>::EXACT && !<Amax as Reduce<f16>>::EXACT) };
+        const { assert!(<All as Reduce<f64>>::EXACT && !<Argmax as Reduce<u8>>::EXACT) };
+        // One-byte accumulators of one input take the order-free column kernel where it
+        // measured faster.
+        assert!(exact_cols::<Any, Bool, 1>() && exact_cols::<Any, u8, 1>());
+        assert!(exact_cols::<Any, bf16, 1>() && exact_cols::<All, f16, 1>());
+        assert!(!exact_cols::<All, Bool, 1>() && !exact_cols::<All, u8, 1>());
+        assert!(!exact_cols::<Any, i64, 1>() && !exact_cols::<All, f32, 1>());
+        assert!(exact_cols::<Sum, u8, 1>() && exact_cols::<Prod, u8, 1>());
+        assert!(exact_cols::<Amin, u8, 1>() && exact_cols::<Amax, u8, 1>());
+        // Wider accumulators, float folds, arg reductions and maps keep the slot kernel.
+        assert!(!exact_cols::<Sum, i32, 1>() && !exact_cols::<Amax, f32, 1>());
+        assert!(!exact_cols::<Sum, f16, 1>() && !exact_cols::<Argmax, u8, 1>());
+        assert!(!exact_cols::<MapReduce<Sum, Mul>, i32, 2>());
+        // One 16-byte vector a thread.
+        assert_eq!([1, 2, 4, 8].map(exact_vec), [16, 8, 4, 2]);
+        assert_eq!([16, 8, 4, 2].map(exact_piece), [8, 8, 4, 2]);
+    }
 
     #[test]
     fn groups_follow_the_length() {

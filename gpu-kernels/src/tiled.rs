@@ -477,13 +477,13 @@ unsafe fn paired<
     // Phase 1: every load of the tile. Staged: `X / 2R · Y / 64` row pairs `(m, c)`.
     let mut rows = [[[0u32; 16]; 2]; NI];
     let mut pre = [[0u32; W]; NI];
-    unrolled!(NI, |i| {
+    unrolled!(const NI, |i| {
         let (k, src) = (i + 1, ins[i]);
         if staged(i) {
             // The thread's first pair: rows x0 + 2ty and the next, column y0 + 2tx.
             let p = src.offset(at(g, &base, k, x0 + 2 * ty, y0 + 2 * tx));
             let s0 = stride(k, 0);
-            unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
+            unrolled!(const (X / 2 / R * (Y / 64)) as usize, |j| {
                 let (jm, c) = (j as u32 / ys, j as u32 % ys);
                 let q = p.offset((2 * R * jm) as isize * s0 + (64 * c) as isize);
                 rows[i][0][j] = *(q as *const u32);
@@ -491,17 +491,17 @@ unsafe fn paired<
             });
         } else if all_rounds == 1 {
             let p = at2(k, src);
-            unrolled!(W, |kk| {
+            unrolled!(const W, |kk| {
                 let (yl, col) = pair(0, kk);
                 pre[i][kk] = *(p.offset(step2(k, yl, col)) as *const u32);
             });
         }
     });
     let smem = shared_base32();
-    unrolled!(NI, |i| {
+    unrolled!(const NI, |i| {
         if staged(i) {
             let st = smem + 4 * i as u32 * stage_words;
-            unrolled!((X / 2 / R * (Y / 64)) as usize, |j| {
+            unrolled!(const (X / 2 / R * (Y / 64)) as usize, |j| {
                 let (m, c) = (ty + R * (j as u32 / ys), j as u32 % ys);
                 // Rows y and y + 1 share `y / 32`.
                 let y = 2 * tx + 64 * c;
@@ -527,9 +527,9 @@ unsafe fn paired<
     while h < rounds {
         let mut vals = [[0u16; CHUNK]; NI];
         let mut outs = [0u16; CHUNK];
-        unrolled!(W, |k| {
+        unrolled!(const W, |k| {
             let (yl, col) = pair(h, k);
-            unrolled!(NI, |i| {
+            unrolled!(const NI, |i| {
                 let w = if staged(i) {
                     let c = if SW { col ^ (yl >> 5) } else { col };
                     ld_shared_u32(smem + 4 * (i as u32 * stage_words + yl * stage_row + c))
@@ -548,7 +548,7 @@ unsafe fn paired<
             }
         });
         compute(&mut outs, &vals);
-        unrolled!(W, |k| {
+        unrolled!(const W, |k| {
             let (yl, col) = pair(h, k);
             let w = outs[2 * k] as u32 | (outs[2 * k + 1] as u32) << 16;
             *(o.offset(step2(0, yl, col)) as *mut u32) = w;

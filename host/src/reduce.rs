@@ -36,8 +36,9 @@ use crate::twin::{region, SendPtr};
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::reduce::{
-    self as body, AccOf, OutOf, Reduce, ReduceGeometry, ReduceKernels, ReduceNames, Source, COL_X,
-    COL_Y, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS, SLOTS, VEC_COLS, VEC_ROWS,
+    self as body, exact_vec, AccOf, OutOf, Reduce, ReduceGeometry, ReduceKernels, ReduceNames,
+    Source, COL_X, COL_Y, EXACT_LANES, EXACT_ROWS, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS,
+    SLOTS, VEC_COLS, VEC_ROWS,
 };
 use gpu_kernels::{Elem, FastDiv};
 use rayon::prelude::*;
@@ -604,9 +605,27 @@ pub(crate) unsafe fn launch_planned(
                 },
             )
         }
+        ReduceVariant::Cols
+            if names.cols_exact
+                && vec_cols(&g, &ptrs[1..=plan.inputs], elem_size, exact_vec(elem_size)) =>
+        {
+            // The order-free kernel (`gpu_kernels::reduce::exact_cols`): `e` columns a
+            // thread, `EXACT_LANES * e` a block.
+            let e = exact_vec(elem_size);
+            g.flags |= VEC_COLS;
+            g.col_blocks = g.kept[0].d.div_ceil(EXACT_LANES * e);
+            (
+                names.cols,
+                LaunchShape {
+                    grid: g.col_blocks * (g.outputs / g.kept[0].d) * g.groups,
+                    block: (EXACT_LANES, EXACT_ROWS),
+                    shared_bytes: EXACT_LANES * e * EXACT_ROWS * acc_size as u32,
+                },
+            )
+        }
         ReduceVariant::Cols => {
             let v = body::col_vec(elem_size);
-            if vec_cols(&g, &ptrs[1..=plan.inputs], elem_size) {
+            if !names.cols_exact && vec_cols(&g, &ptrs[1..=plan.inputs], elem_size, v) {
                 g.flags |= VEC_COLS;
             }
             (
@@ -670,12 +689,12 @@ fn whole_vectors(stride: u32, elem_size: usize) -> bool {
     (stride as i32 as i64 * elem_size as i64).rem_euclid(16) == 0
 }
 
-/// Whether the column kernel may read each thread's `col_vec` columns as one 16-byte
-/// vector (invariant 7 of `ReduceGeometry`): more than one column per thread, the kept
-/// axis a multiple of them and of stride 1 in every input, each input's base 16-byte
-/// aligned and every other stride (kept and reduced) a multiple of 16 bytes.
-fn vec_cols(g: &ReduceGeometry, inputs: &[u64], elem_size: usize) -> bool {
-    let v = body::col_vec(elem_size);
+/// Whether the column kernel may read each thread's `v` columns (`col_vec`, or
+/// `exact_vec` for the order-free kernel) as one 16-byte vector (invariant 7 of
+/// `ReduceGeometry`): more than one column per thread, the kept axis a multiple of them
+/// and of stride 1 in every input, each input's base 16-byte aligned and every other
+/// stride (kept and reduced) a multiple of 16 bytes.
+fn vec_cols(g: &ReduceGeometry, inputs: &[u64], elem_size: usize, v: u32) -> bool {
     v > 1
         && g.kept[0].d.is_multiple_of(v)
         && inputs.iter().enumerate().all(|(k, &p)| {
@@ -1115,37 +1134,23 @@ mod tests {
     #[test]
     fn column_vectors_only_where_every_read_is_an_aligned_16_byte_vector() {
         let c = |s: &[usize]| Layout::contiguous(s).expect("layout");
+        // The slot kernel's vectors: `col_vec(size)` columns.
+        let slot = |g: &ReduceGeometry, p: &[u64], size| vec_cols(g, p, size, body::col_vec(size));
         let dense = cols_plan(&c(&[64, 96]), 4).geometry;
-        assert!(vec_cols(&dense, &[0x1000], 4));
+        assert!(slot(&dense, &[0x1000], 4));
         // 8-, 2- and 1-byte elements: one column per thread, no vectors.
-        assert!(!vec_cols(
-            &cols_plan(&c(&[64, 96]), 8).geometry,
-            &[0x1000],
-            8
-        ));
+        assert!(!slot(&cols_plan(&c(&[64, 96]), 8).geometry, &[0x1000], 8));
         // Base not 16-byte aligned.
-        assert!(!vec_cols(&dense, &[0x1004], 4));
-        assert!(!vec_cols(
-            &cols_plan(&c(&[64, 96]), 2).geometry,
-            &[0x1000],
-            2
-        ));
-        assert!(!vec_cols(
-            &cols_plan(&c(&[64, 96]), 1).geometry,
-            &[0x1000],
-            1
-        ));
+        assert!(!slot(&dense, &[0x1004], 4));
+        assert!(!slot(&cols_plan(&c(&[64, 96]), 2).geometry, &[0x1000], 2));
+        assert!(!slot(&cols_plan(&c(&[64, 96]), 1).geometry, &[0x1000], 1));
         // Kept axis not a multiple of 4 columns.
-        assert!(!vec_cols(
-            &cols_plan(&c(&[64, 70]), 4).geometry,
-            &[0x1000],
-            4
-        ));
+        assert!(!slot(&cols_plan(&c(&[64, 70]), 4).geometry, &[0x1000], 4));
         // Rows of 97 elements: the reduced stride breaks the alignment.
         let sliced = c(&[64, 97]).slice(1, None, Some(96), 1).expect("slice");
-        assert!(!vec_cols(&cols_plan(&sliced, 4).geometry, &[0x1000], 4));
+        assert!(!slot(&cols_plan(&sliced, 4).geometry, &[0x1000], 4));
         // Flipped rows keep it (stride -96 elements, 384 bytes).
-        assert!(vec_cols(
+        assert!(slot(
             &cols_plan(&c(&[64, 96]).flip(0).expect("flip"), 4).geometry,
             &[0x1000],
             4
@@ -1157,10 +1162,21 @@ mod tests {
             .expect("plan")
             .expect("outputs");
         assert_eq!(two.variant, ReduceVariant::Cols);
-        assert!(!vec_cols(&two.geometry, &[0x1000, 0x2000], 4));
-        assert!(
-            vec_cols(&two.geometry, &[0x1000], 4),
-            "the first input alone"
-        );
+        assert!(!slot(&two.geometry, &[0x1000, 0x2000], 4));
+        assert!(slot(&two.geometry, &[0x1000], 4), "the first input alone");
+        // The order-free kernel's: one 16-byte vector of `16 / size` columns, for every size.
+        let exact = |s: &[usize], size, base| {
+            vec_cols(
+                &cols_plan(&c(s), size).geometry,
+                &[base],
+                size,
+                exact_vec(size),
+            )
+        };
+        assert!(exact(&[64, 96], 1, 0x1000) && exact(&[64, 96], 2, 0x1000));
+        assert!(exact(&[64, 96], 8, 0x1000));
+        // 70 columns: not a whole number of 16-column vectors of `u8` (nor 8 of `f16`).
+        assert!(!exact(&[64, 70], 1, 0x1000) && !exact(&[64, 70], 2, 0x1000));
+        assert!(!exact(&[64, 96], 1, 0x1008));
     }
 }

@@ -69,8 +69,8 @@ struct ReduceCase {
 /// (1, 3) (two reduced dimensions: columns into a transposed output when the inner one holds
 /// whole chunks, else strided rows into a keepdim output), several groups and the final kernel
 /// (1-D n = 2^20 + 3: 16 groups; columns, vector columns and multi-dimensional rows of 2
-/// groups), short rows that share the row kernel's blocks (with a partial last block), and
-/// a reduction of nothing.
+/// groups), short rows that share the row kernel's blocks (with a partial last block), the
+/// order-free column kernel of one-byte accumulators (below), and a reduction of nothing.
 fn reduce_cases() -> Vec<ReduceCase> {
     use strided_apply::reduce::ReduceVariant::{Cols, Rows};
     use strided_apply::Layout;
@@ -331,6 +331,46 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[(1 << 17) + 5, 3]),
             &[0],
             c(&[3]),
+            Some(Cols),
+        ),
+        // The order-free column kernel (any of 1- and 2-byte types, all of 2-byte types,
+        // u8 sum/prod/amin/amax) under 16-byte vectors of 16 / size columns: 1040 columns
+        // (u8: 8 blocks of 128 and one of 16, threads past the last column) over 300 rows
+        // (pieces of 8: a partial last piece, threads without rows); two groups; two
+        // reduced dimensions into a transposed output (u8: the inner one of 32 rows,
+        // pieces inside it); and the slot kernel's element reads where vectors would be
+        // misaligned (u8: a view 8 bytes into the rows; f16 and bf16 take the order-free
+        // kernel there).
+        case(
+            "cols-exact-wide",
+            &[300, 1040],
+            c(&[300, 1040]),
+            &[0],
+            c(&[1040]),
+            Some(Cols),
+        ),
+        case(
+            "cols-exact-2-groups",
+            &[(1 << 17) + 5, 32],
+            c(&[(1 << 17) + 5, 32]),
+            &[0],
+            c(&[32]),
+            Some(Cols),
+        ),
+        case(
+            "permuted-4d-exact",
+            &[6, 4, 32, 32],
+            c(&[6, 4, 32, 32]).permute(&[1, 0, 3, 2]).unwrap(),
+            &[1, 3],
+            c(&[32, 4]).transpose(0, 1).unwrap(),
+            Some(Cols),
+        ),
+        case(
+            "cols-exact-fallback",
+            &[300, 1040],
+            c(&[300, 1040]).slice(1, Some(8), None, 1).unwrap(),
+            &[0],
+            c(&[1032]),
             Some(Cols),
         ),
         case(
