@@ -605,35 +605,30 @@ pub(crate) unsafe fn launch_planned(
                 },
             )
         }
-        ReduceVariant::Cols
-            if names.cols_exact
-                && vec_cols(&g, &ptrs[1..=plan.inputs], elem_size, exact_vec(elem_size)) =>
-        {
-            // The order-free kernel (`gpu_kernels::reduce::exact_cols`): `e` columns a
-            // thread, `EXACT_LANES * e` a block.
-            let e = exact_vec(elem_size);
-            g.flags |= VEC_COLS;
-            g.col_blocks = g.kept[0].d.div_ceil(EXACT_LANES * e);
-            (
-                names.cols,
-                LaunchShape {
-                    grid: g.col_blocks * (g.outputs / g.kept[0].d) * g.groups,
-                    block: (EXACT_LANES, EXACT_ROWS),
-                    shared_bytes: EXACT_LANES * e * EXACT_ROWS * acc_size as u32,
-                },
-            )
-        }
         ReduceVariant::Cols => {
-            let v = body::col_vec(elem_size);
-            if !names.cols_exact && vec_cols(&g, &ptrs[1..=plan.inputs], elem_size, v) {
+            // Threads and columns a thread: the order-free kernel
+            // (`gpu_kernels::reduce::exact_cols`) where its vectors are whole, else the slot
+            // kernel (`col_vec` columns, vectors where `vec_cols` allows). Shared memory
+            // holds one accumulator per thread and column.
+            let inputs = &ptrs[1..=plan.inputs];
+            let e = exact_vec(elem_size);
+            let (block, v) = if names.cols_exact && vec_cols(&g, inputs, elem_size, e) {
                 g.flags |= VEC_COLS;
-            }
+                g.col_blocks = g.kept[0].d.div_ceil(EXACT_LANES * e);
+                ((EXACT_LANES, EXACT_ROWS), e)
+            } else {
+                let v = body::col_vec(elem_size);
+                if !names.cols_exact && vec_cols(&g, inputs, elem_size, v) {
+                    g.flags |= VEC_COLS;
+                }
+                ((COL_X / v, COL_Y * v), v)
+            };
             (
                 names.cols,
                 LaunchShape {
                     grid: g.col_blocks * (g.outputs / g.kept[0].d) * g.groups,
-                    block: (COL_X / v, COL_Y * v),
-                    shared_bytes: COL_X * COL_Y * v * acc_size as u32,
+                    block,
+                    shared_bytes: block.0 * block.1 * v * acc_size as u32,
                 },
             )
         }
