@@ -579,7 +579,7 @@ impl DynOp {
                 layouts,
                 data,
                 sizes,
-                |ptrs, steps, len| {
+                &|ptrs, steps, len| {
                     let mut p = [std::ptr::null_mut(); 4];
                     let mut s = [0isize; 4];
                     p[..N].copy_from_slice(&ptrs);

@@ -777,7 +777,7 @@ where
         run_planned(
             &plan,
             acc,
-            |g, o, grp, acc| {
+            &|g, o, grp, acc| {
                 let inp = core::array::from_fn(|k| pi[k].get().cast_const());
                 match body::group_value(&op, g, inp, o, grp) {
                     Some(a) => {
@@ -787,7 +787,7 @@ where
                     None => false,
                 }
             },
-            |g, o, accs| {
+            &|g, o, accs| {
                 let count = if g.n == 0 { 0 } else { g.groups as usize };
                 let accs = std::slice::from_raw_parts_mut(accs.cast::<AccOf<S, T, K>>(), count);
                 body::write_output(&op.reduction(), g, po.get(), o, accs)
@@ -808,8 +808,8 @@ where
 pub(crate) unsafe fn run_planned(
     plan: &ReducePlan,
     (acc_size, acc_align): (usize, usize),
-    group: impl Fn(&ReduceGeometry, u32, u32, *mut u8) -> bool + Sync,
-    write: impl Fn(&ReduceGeometry, u32, *mut u8) + Sync,
+    group: &(dyn Fn(&ReduceGeometry, u32, u32, *mut u8) -> bool + Sync),
+    write: &(dyn Fn(&ReduceGeometry, u32, *mut u8) + Sync),
 ) {
     assert!(
         acc_size <= 16 && acc_align <= 16 && acc_size.is_multiple_of(acc_align),
@@ -1008,14 +1008,14 @@ mod dynamic {
                 run_planned(
                     &plan,
                     (inst.acc_size, inst.acc_align),
-                    |g, o, grp, acc| {
+                    &|g, o, grp, acc| {
                         let mut inp = [core::ptr::null::<u8>(); MAX_INPUTS];
                         for (k, p) in pi.iter().enumerate() {
                             inp[k] = p.get().cast_const();
                         }
                         (inst.group)(g, &inp[..pi.len()], o, grp, acc)
                     },
-                    |g, o, accs| (inst.write)(g, po.get(), o, accs),
+                    &|g, o, accs| (inst.write)(g, po.get(), o, accs),
                 )
             };
             Ok(())

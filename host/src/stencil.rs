@@ -311,7 +311,7 @@ pub fn apply_cpu<S: Stencil<T>, T: Elem>(
     // SAFETY: `check_in` proved every offset of both layouts inside their slices and the
     // plan keeps those offsets; the input shares no memory with the output.
     unsafe {
-        run_planned(&plan, |n, g, first| {
+        run_planned(&plan, &|n, g, first| {
             body::stencil(op, n, g, po.get(), pi.get().cast_const(), first, 1)
         })
     };
@@ -324,7 +324,7 @@ pub fn apply_cpu<S: Stencil<T>, T: Elem>(
 /// # Safety
 /// `body` runs the stencil over `first..n` with the plan's geometry on memory for which
 /// the plan's offsets are in bounds, the output distinct per index and apart from the input.
-unsafe fn run_planned(plan: &StencilPlan, body: impl Fn(u64, &StencilGeometry<u64>, u64) + Sync) {
+unsafe fn run_planned(plan: &StencilPlan, body: &(dyn Fn(u64, &StencilGeometry<u64>, u64) + Sync)) {
     let g = plan.geometry::<u64>();
     let chunks = plan.numel.div_ceil(CHUNK);
     (0..chunks).into_par_iter().for_each(|c| {
@@ -456,7 +456,7 @@ mod dynamic {
             // SAFETY: the caller's contract for the memory; the plan and the aliasing check
             // hold; `run` is this family's body for the op value its builder made.
             unsafe {
-                run_planned(&plan, |n, g, first| {
+                run_planned(&plan, &|n, g, first| {
                     run(value, n, g, po.get(), pi.get().cast_const(), first)
                 })
             };

@@ -34,7 +34,11 @@ impl<T> SendPtr<T> {
 /// and the run walks the innermost collapsed dimension (see [`inner_steps`]). A run never
 /// crosses a row of the innermost dimension nor a rayon task's chunk. IndexToOffset (the
 /// kernels' own [`Geometry::offsets`]) runs once per run.
-fn for_each_row<const N: usize>(plan: &Plan<N>, row: impl Fn([isize; N], usize) + Sync) {
+///
+/// `row` is a trait object, so rayon's machinery is compiled once per operand count rather
+/// than once per (op, element types) in every crate that instantiates the twin (the test
+/// binaries' build time): one indirect call per run, beside the run's index arithmetic.
+fn for_each_row<const N: usize>(plan: &Plan<N>, row: &(dyn Fn([isize; N], usize) + Sync)) {
     let g: Geometry<u64, MAX_DIMS, N> = plan.geometry();
     let run = |lo: u64, hi: u64| {
         if plan.ndim == 0 {
@@ -91,11 +95,11 @@ unsafe fn walk<const N: usize>(
     plan: &Plan<N>,
     bases: [*mut u8; N],
     sizes: [usize; N],
-    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
+    row: &(dyn Fn([*mut u8; N], [isize; N], usize) + Sync),
 ) {
     let bases = bases.map(SendPtr);
     let steps = inner_steps(plan);
-    for_each_row(plan, |off: [isize; N], len: usize| {
+    for_each_row(plan, &|off: [isize; N], len: usize| {
         // SAFETY: `off[k]` is an offset of the plan (the caller's bounds proof).
         let ptrs =
             std::array::from_fn(|k| unsafe { bases[k].get().offset(off[k] * sizes[k] as isize) });
@@ -116,7 +120,7 @@ pub(crate) unsafe fn run_layouts<const N: usize>(
     layouts: [&Layout; N],
     data: [*mut u8; N],
     sizes: [usize; N],
-    row: impl Fn([*mut u8; N], [isize; N], usize) + Sync,
+    row: &(dyn Fn([*mut u8; N], [isize; N], usize) + Sync),
 ) -> Result<()> {
     let plan: Plan<N> = plan(layouts, names)?;
     let out = Region {
@@ -155,7 +159,7 @@ macro_rules! twin_apply {
             let sizes = [size_of::<$o>() $(, size_of::<$t>())*];
             // SAFETY: the caller's contract.
             unsafe {
-                run_layouts(["out" $(, stringify!($x))*], [out.1 $(, $x.1)*], data, sizes, |ptrs, steps, len| {
+                run_layouts(["out" $(, stringify!($x))*], [out.1 $(, $x.1)*], data, sizes, &|ptrs, steps, len| {
                     dispatch::$run::<Op, $o $(, $t)*>(op, len, ptrs, steps)
                 })
             }
@@ -226,7 +230,7 @@ pub(crate) unsafe fn run_program<const N: usize>(
     // SAFETY: forwarded contract; each run's pointers and steps reach only elements the
     // layouts reach.
     unsafe {
-        run_layouts(names, layouts, data, sizes, |ptrs, steps, len| {
+        run_layouts(names, layouts, data, sizes, &|ptrs, steps, len| {
             program_run(p, &ptrs, &steps, &elems, len)
         })
     }
