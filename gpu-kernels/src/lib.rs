@@ -34,6 +34,12 @@ extern crate std;
 /// `unrolled!(dims n, |d| …)` takes a run-time `n` of at most 6 (array dimensions), each
 /// copy guarded by `d < n`: arrays of kernel parameters indexed by `d` are then read at
 /// constant offsets instead of being copied to local memory.
+///
+/// Each of the 16 copies is guarded by `if i < n`, which only LLVM folds: every copy of
+/// every instance reaches LLVM. `unrolled!(const n, …)` guards them with `if const`, so
+/// rustc compiles only the live ones; `unrolled!(if plain; n, …)` chooses per instance (the
+/// first form where the constant `plain` holds). Both change LLVM's layout of some kernels
+/// (`benches/NOTES.md`, "Build time").
 #[allow(unused_macros)]
 macro_rules! unrolled {
     (dims $n:expr, |$i:ident| $body:block) => {
@@ -43,12 +49,23 @@ macro_rules! unrolled {
         const { assert!($n <= 16) };
         unrolled!(@const $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     }};
+    // Before the plain arm, whose `expr` an `if` would start.
+    (if $plain:expr; $n:expr, |$i:ident| $body:block) => {{
+        const { assert!($n <= 16) };
+        unrolled!(@sel $plain, $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    }};
     ($n:expr, |$i:ident| $body:block) => {{
         const { assert!($n <= 16) };
         unrolled!(@each $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
     }};
     (@each $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
         $( if $k < $n { let $i: usize = $k; $body } )*
+    }};
+    (@sel $plain:expr, $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
+        $( if const { $plain || $k < $n } {
+            #[allow(unconditional_panic)]
+            let () = { if $k < $n { let $i: usize = $k; $body } };
+        } )*
     }};
     (@const $n:expr, $i:ident, $body:block, $($k:literal)*) => {{
         // The copies past `n` are never compiled, but rustc still lints their constant

@@ -120,6 +120,26 @@ pub const fn exact_cols<S: Source<T, K>, T, const K: usize>() -> bool {
         && 16 % core::mem::size_of::<T>() == 0
 }
 
+/// Whether the slot column kernel (`cols_body`) keeps its unrolled loops' plain form for
+/// source `S` ([`Reduce::PLAIN_COLS`]): every one of their 16 candidate copies goes to LLVM,
+/// guarded by `if i < n`. Every other instance compiles only its live copies (`if const`).
+pub const fn plain_cols<S: Source<T, K>, T, const K: usize>() -> bool {
+    <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::PLAIN_COLS
+}
+
+/// The slot column kernel's chunks per batch for `w`-element chunks of `v` columns of `k`
+/// inputs: the largest power of two with `b * w * v * k <= 64` values and `b <= M` (`M =
+/// SLOTS / COL_Y / v` slots a thread, so batches cover the slots exactly).
+pub const fn col_batch(w: usize, v: usize, k: usize) -> usize {
+    let m_slots = (SLOTS / COL_Y) as usize / v;
+    let fit = 64 / (w * v * k);
+    if fit >= m_slots {
+        m_slots
+    } else {
+        1 << (usize::BITS - 1 - fit.leading_zeros())
+    }
+}
+
 /// Elements per slot chunk: 16 bytes of `size`-byte elements.
 pub const fn chunk(size: usize) -> u32 {
     if size >= 16 {
@@ -235,6 +255,11 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// kernel (`benches/RESULTS.md`, `reduce_cols_1b`): `any` of 1- and 2-byte types, `all`
     /// of 2-byte types, and the folds of `u8`.
     const ORDER_FREE_COLS: bool = false;
+    /// Whether the slot column kernel compiles every candidate copy of its unrolled loops
+    /// for this reduction ([`plain_cols`]), where compiling only the live ones measured
+    /// slower: `all` of 4-byte and `any` of 8-byte types (0.91-0.98x, `benches/NOTES.md`,
+    /// "Build time"). The plain form costs the nvptx build its time.
+    const PLAIN_COLS: bool = false;
 }
 
 /// An accumulator as 32-bit words: what a warp shuffle moves (the row kernel's lower tree
@@ -625,12 +650,13 @@ impl Truth for Bool {
 }
 
 macro_rules! truth_reduce {
-    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat) => {
+    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat, plain_cols: $plain:pat) => {
         impl<T: Truth> Reduce<T> for $op {
             type Acc = bool;
             type Out = Bool;
             const EXACT: bool = true;
             const ORDER_FREE_COLS: bool = matches!(core::mem::size_of::<T>(), $sizes);
+            const PLAIN_COLS: bool = matches!(core::mem::size_of::<T>(), $plain);
             #[inline(always)]
             fn first(&self, x: T, _i: u32) -> bool {
                 x.truth()
@@ -661,8 +687,10 @@ macro_rules! truth_reduce {
 // The order-free column kernel measured slower than the slot kernel for `all` of 1-byte
 // types (16 compares a row-vector, 0.90×) and of 4- and 8-byte types (0.90–0.96×; `any`
 // 0.95–0.996×), faster for the others (1.15–3.7×; `benches/NOTES.md`).
-truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2);
-truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2);
+// The slot kernel's loops compiled with only their live copies measured 0.96-0.98x for `all`
+// of 4-byte types and 0.91x for `any` of `i64`: those keep the plain form.
+truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2, plain_cols: 4);
+truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, plain_cols: 8);
 
 /// Sizes and strides of one reduction launch, passed by value to its kernels.
 ///
@@ -1560,22 +1588,22 @@ mod gpu {
         let step = SLOTS * w;
         let mut pass = 0;
         while pass + step <= len {
-            unrolled!(@each m_slots / b, mb, {
+            unrolled!(@sel plain_cols::<S, T, K>(), A / V / col_batch(W, V, K), mb, {
                 // One batch's chunks, flat (`b * W <= 64` elements of `V` columns of each
                 // input), declared per batch: a `[[_; W]; M]` array of the whole pass cost
                 // LLVM's SROA minutes per 1-byte family (256 slices in one alloca).
                 let mut v = [core::mem::MaybeUninit::<[[T; V]; K]>::uninit(); 64];
-                unrolled!(@each b, i, {
+                unrolled!(@sel plain_cols::<S, T, K>(), col_batch(W, V, K), i, {
                     let m = mb * b + i;
                     let c0 = pass + (y + cy * m as u32) * w;
                     // SAFETY: `c0 + W <= pass + step <= len`.
                     let p = chunk_at(c0);
-                    unrolled!(W, |j| { v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j)) });
+                    unrolled!(if plain_cols::<S, T, K>(); W, |j| { v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j)) });
                 }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
-                unrolled!(@each b, i, {
+                unrolled!(@sel plain_cols::<S, T, K>(), col_batch(W, V, K), i, {
                     let m = mb * b + i;
                     let c0 = pass + (y + cy * m as u32) * w;
-                    unrolled!(W * V, |jl| {
+                    unrolled!(if plain_cols::<S, T, K>(); W * V, |jl| {
                         let (j, l) = (jl / V, jl % V);
                         // SAFETY: the load phase above wrote every `v[i * W + j]`.
                         let x = item(unsafe { &v[i * W + j].assume_init() }, l);
@@ -1593,12 +1621,12 @@ mod gpu {
             pass += step;
         }
         if pass < len {
-            unrolled!(A, |m| {
+            unrolled!(if plain_cols::<S, T, K>(); A, |m| {
                 if m < m_slots {
                     let c0 = pass + (y + cy * m as u32) * w;
                     if c0 < len {
                         let p = chunk_at(c0);
-                        unrolled!(W * V, |jl| {
+                        unrolled!(if plain_cols::<S, T, K>(); W * V, |jl| {
                             let (j, l) = (jl / V, jl % V);
                             if c0 + (j as u32) < len {
                                 // SAFETY: `c0 + j < len`.
@@ -1618,10 +1646,10 @@ mod gpu {
         }
         // The tree's levels over `m` (slot distance `cy * h`), in registers: constant
         // indices only.
-        unrolled!(4, |lv| {
+        unrolled!(if plain_cols::<S, T, K>(); 4, |lv| {
             let h = 8 >> lv;
             if h < m_slots {
-                unrolled!(A, |ml| {
+                unrolled!(if plain_cols::<S, T, K>(); A, |ml| {
                     let (m, l) = (ml / V, ml % V);
                     if m < h && (y + cy * (m + h) as u32) * w < len {
                         acc[m * V + l] = op.combine(acc[m * V + l], acc[(m + h) * V + l]);
@@ -1633,13 +1661,13 @@ mod gpu {
         // Thread `(x, y)`'s column `l` at `y * COL_X + x * V + l`.
         let at = |yy: u32, l: usize| (yy * COL_X + x * V as u32) as usize + l;
         // SAFETY: `y < cy`, `x * V + l < COL_X`: inside the shared array.
-        unrolled!(V, |l| { unsafe { *sm.add(at(y, l)) = acc[l] } });
+        unrolled!(if plain_cols::<S, T, K>(); V, |l| { unsafe { *sm.add(at(y, l)) = acc[l] } });
         sync_threads();
         // The levels over `y` (slot distance `s`), one per barrier.
         let mut s = cy / 2;
         while s >= 1 {
             if y < s && (y + s) * w < len {
-                unrolled!(V, |l| {
+                unrolled!(if plain_cols::<S, T, K>(); V, |l| {
                     // SAFETY: rows `y` and `y + s < cy` of the thread's columns.
                     unsafe {
                         let a = sm.add(at(y, l));
@@ -1651,7 +1679,7 @@ mod gpu {
             s /= 2;
         }
         if y == 0 {
-            unrolled!(V, |l| {
+            unrolled!(if plain_cols::<S, T, K>(); V, |l| {
                 let cl = c + l as u32;
                 if cl < k0 {
                     let ool = oo + (l as u32).wrapping_mul(g.kept_strides[0][0]) as i32 as isize;
@@ -1732,6 +1760,13 @@ mod tests {
         assert!(!exact_cols::<Sum, i32, 1>() && !exact_cols::<Amax, f32, 1>());
         assert!(!exact_cols::<Sum, f16, 1>() && !exact_cols::<Argmax, u8, 1>());
         assert!(!exact_cols::<MapReduce<Sum, Mul>, i32, 2>());
+        // The slot kernel keeps its plain unrolled form only where the `if const` form
+        // measured slower: `all` of 4-byte and `any` of 8-byte types.
+        assert!(plain_cols::<All, i32, 1>() && plain_cols::<All, f32, 1>());
+        assert!(plain_cols::<Any, i64, 1>() && plain_cols::<Any, f64, 1>());
+        assert!(!plain_cols::<All, u8, 1>() && !plain_cols::<All, f64, 1>());
+        assert!(!plain_cols::<Any, i32, 1>() && !plain_cols::<Sum, f32, 1>());
+        assert!(!plain_cols::<Sum, u8, 1>() && !plain_cols::<Amax, bf16, 1>());
         // One 16-byte vector a thread.
         assert_eq!([1, 2, 4, 8].map(exact_vec), [16, 8, 4, 2]);
         assert_eq!([16, 8, 4, 2].map(exact_piece), [8, 8, 4, 2]);
