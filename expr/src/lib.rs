@@ -21,11 +21,6 @@
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, stdarch_nvptx))]
 
-// The host build is also a cdylib (the nvptx build's crate type), which needs std's
-// panic handler; the GPU build has gpu-kernels' own.
-#[cfg(not(target_arch = "nvptx64"))]
-extern crate std;
-
 pub mod eval;
 pub mod ir;
 pub mod kernel;

@@ -938,10 +938,11 @@ pub trait ReduceKernels<T, const K: usize>: Source<T, K> {
     const NAMES: ReduceNames;
 }
 
-#[cfg(target_arch = "nvptx64")]
+// The kernel bodies: only with the `reductions` feature (Cargo.toml says why).
+#[cfg(all(target_arch = "nvptx64", feature = "reductions"))]
 pub use gpu::{cols, finals, rows};
 
-#[cfg(target_arch = "nvptx64")]
+#[cfg(all(target_arch = "nvptx64", feature = "reductions"))]
 mod gpu {
     use super::*;
     use crate::device::{load_v4, shared_base, shfl_down, sync_threads, tile_thread, WARP};

@@ -605,7 +605,13 @@ impl PtxBuild {
             .env("RUSTC_BOOTSTRAP", "1")
             .env("CARGO_ENCODED_RUSTFLAGS", flags)
             .env("PATH", path)
-            .arg("build")
+            // `cargo rustc` names the crate types (a cdylib links the kernels into one PTX
+            // module), so kernel crates need not declare a cdylib: declared, it is every
+            // host build's type too, and a cdylib's file name carries no hash of the
+            // features, so host builds with other features overwrote each other's
+            // artifacts and rebuilt everything above them (benches/NOTES.md, "CI").
+            .arg("rustc")
+            .args(["--crate-type", "cdylib,rlib"])
             .arg("--release")
             .arg("--quiet")
             .args(["--target", "nvptx64-nvidia-cuda", "-Zbuild-std=core"])
