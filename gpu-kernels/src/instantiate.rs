@@ -164,9 +164,11 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// (`lap2_f32_s`, `lap2_f32_s64`, tiled `lap2_f32_st`), and `reduce [sum f32]: Sum => (f32);` a
 /// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`) over one input;
 /// `reduce [dot f32]: MapReduce<Sum, Mul> => (f32, f32);` one over two inputs mapped
-/// first ([`MapReduce`](crate::reduce::MapReduce)); `reduce` lines need this crate's
-/// `reductions` feature (on with `builtin`). The op type must be `#[repr(C)]` (host and GPU are
-/// built by different compilers and must agree on its layout).
+/// first ([`MapReduce`](crate::reduce::MapReduce); another crate's lines name a source type
+/// of their own, an `impl Source<T, 2>`: the orphan rule); `reduce` lines need this crate's
+/// `reductions` feature (on with `builtin`; without it the build fails naming it). The op
+/// type must be `#[repr(C)]` (host and GPU are built by different compilers and must agree
+/// on its layout).
 #[macro_export]
 macro_rules! kernels {
     ($($arity:ident [$($part:ident)+] $(@$mode:ident)? : $op:ty => ($($t:ty),+);)*) => {

@@ -38,8 +38,9 @@ extern crate std;
 /// Each of the 16 copies is guarded by `if i < n`, which only LLVM folds: every copy of
 /// every instance reaches LLVM. `unrolled!(const n, …)` guards them with `if const`, so
 /// rustc compiles only the live ones; `unrolled!(if plain; n, …)` chooses per instance (the
-/// first form where the constant `plain` holds). Both change LLVM's layout of some kernels
-/// (`benches/NOTES.md`, "Build time").
+/// first form where the constant `plain` holds; `wide if` takes up to 64 copies, one flat loop
+/// in place of two nested ones, a quarter of their source). Both change LLVM's layout of some
+/// kernels (`benches/NOTES.md`, "Build time").
 #[allow(unused_macros)]
 macro_rules! unrolled {
     (dims $n:expr, |$i:ident| $body:block) => {
@@ -53,6 +54,13 @@ macro_rules! unrolled {
     (if $plain:expr; $n:expr, |$i:ident| $body:block) => {{
         const { assert!($n <= 16) };
         unrolled!(@sel $plain, $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+    }};
+    // Up to 64 copies (a flat loop over what would be two nested ones).
+    (wide if $plain:expr; $n:expr, |$i:ident| $body:block) => {{
+        const { assert!($n <= 64) };
+        unrolled!(@sel $plain, $n, $i, $body, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19
+            20 21 22 23 24 25 26 27 28 29 30 31 32 33 34 35 36 37 38 39 40 41 42 43 44 45 46 47
+            48 49 50 51 52 53 54 55 56 57 58 59 60 61 62 63)
     }};
     ($n:expr, |$i:ident| $body:block) => {{
         const { assert!($n <= 16) };

@@ -942,6 +942,72 @@ pub trait ReduceKernels<T, const K: usize>: Source<T, K> {
 #[cfg(all(target_arch = "nvptx64", feature = "reductions"))]
 pub use gpu::{cols, finals, rows};
 
+// Without the feature, a `kernels!` `reduce` line instantiates these, which fail the
+// build with a message naming the feature (not rustc's "cannot find function").
+#[cfg(all(target_arch = "nvptx64", not(feature = "reductions")))]
+pub use absent::{cols, finals, rows};
+
+#[cfg(all(target_arch = "nvptx64", not(feature = "reductions")))]
+mod absent {
+    use super::*;
+
+    struct Missing<T>(core::marker::PhantomData<T>);
+    impl<T> Missing<T> {
+        const FEATURE: () = panic!(
+            "`reduce` lines of `kernels!` need gpu-kernels' `reductions` feature \
+             (`features = [\"reductions\"]` in the kernel crate's Cargo.toml)"
+        );
+    }
+
+    /// Fails the build: see the module.
+    ///
+    /// # Safety
+    /// Never compiled.
+    pub unsafe fn rows<S: Source<T, K>, T: Copy, const K: usize, const W: usize>(
+        _: S,
+        _: &ReduceGeometry,
+        _: *mut OutOf<S, T, K>,
+        _: [*const T; K],
+        _: *mut AccOf<S, T, K>,
+    ) {
+        Missing::<T>::FEATURE
+    }
+
+    /// Fails the build: see the module.
+    ///
+    /// # Safety
+    /// Never compiled.
+    pub unsafe fn cols<
+        S: Source<T, K>,
+        T: Copy,
+        const K: usize,
+        const W: usize,
+        const V: usize,
+        const E: usize,
+    >(
+        _: S,
+        _: &ReduceGeometry,
+        _: *mut OutOf<S, T, K>,
+        _: [*const T; K],
+        _: *mut AccOf<S, T, K>,
+    ) {
+        Missing::<T>::FEATURE
+    }
+
+    /// Fails the build: see the module.
+    ///
+    /// # Safety
+    /// Never compiled.
+    pub unsafe fn finals<S: Source<T, K>, T, const K: usize>(
+        _: S,
+        _: &ReduceGeometry,
+        _: *mut OutOf<S, T, K>,
+        _: *const AccOf<S, T, K>,
+    ) {
+        Missing::<T>::FEATURE
+    }
+}
+
 #[cfg(all(target_arch = "nvptx64", feature = "reductions"))]
 mod gpu {
     use super::*;
@@ -1577,9 +1643,15 @@ mod gpu {
         // are straight-line code without guards, loading `b` chunks (at most 64 values)
         // before folding any, so the loads are in flight together; the last, partial pass
         // is guarded. Chunks per batch: the largest power of two with `b * W * V * K <= 64`
-        // values and `b <= M` (so batches cover the slots exactly), a constant. The
-        // unrolled loops over a chunk's elements and columns are one loop over `W * V <=
-        // 16` pairs, so the source holds as many copies of the fold as before columns.
+        // values and `b <= M` (so batches cover the slots exactly), a constant. A batch's
+        // loads are one unrolled loop over its `b * W <= 64` elements (not a loop over
+        // chunks holding one over elements: 16 × 16 candidate copies), so the source holds
+        // 16 × 64 copies of the load, not 16 × 256 (this kernel was most of the crate's
+        // MIR; the PTX is the same). The folds keep their nested loops: written flat,
+        // or with the chunk's values hoisted, they changed the code of float `amax` and
+        // `amin`, or of 30 families.
+        // (Not `const { col_batch(W, V, K) }`: the same value, but that form changed the code
+        // LLVM makes of 25 families' column kernels.)
         let fit = 64 / (W * V * K);
         let b: usize = if fit >= m_slots {
             m_slots
@@ -1594,13 +1666,17 @@ mod gpu {
                 // input), declared per batch: a `[[_; W]; M]` array of the whole pass cost
                 // LLVM's SROA minutes per 1-byte family (256 slices in one alloca).
                 let mut v = [core::mem::MaybeUninit::<[[T; V]; K]>::uninit(); 64];
-                unrolled!(@sel plain_cols::<S, T, K>(), col_batch(W, V, K), i, {
-                    let m = mb * b + i;
-                    let c0 = pass + (y + cy * m as u32) * w;
-                    // SAFETY: `c0 + W <= pass + step <= len`.
-                    let p = chunk_at(c0);
-                    unrolled!(if plain_cols::<S, T, K>(); W, |j| { v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j)) });
-                }, 0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+                let mut p = [core::ptr::null::<T>(); K];
+                unrolled!(wide if plain_cols::<S, T, K>(); col_batch(W, V, K) * W, |ij| {
+                    let (i, j) = (ij / W, ij % W);
+                    if j == 0 {
+                        let m = mb * b + i;
+                        let c0 = pass + (y + cy * m as u32) * w;
+                        // SAFETY: `c0 + W <= pass + step <= len`.
+                        p = chunk_at(c0);
+                    }
+                    v[i * W + j] = core::mem::MaybeUninit::new(read(&p, j));
+                });
                 unrolled!(@sel plain_cols::<S, T, K>(), col_batch(W, V, K), i, {
                     let m = mb * b + i;
                     let c0 = pass + (y + cy * m as u32) * w;
