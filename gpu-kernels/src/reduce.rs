@@ -1647,11 +1647,9 @@ mod gpu {
         // loads are one unrolled loop over its `b * W <= 64` elements (not a loop over
         // chunks holding one over elements: 16 × 16 candidate copies), so the source holds
         // 16 × 64 copies of the load, not 16 × 256 (this kernel was most of the crate's
-        // MIR; the PTX is the same). The folds keep their nested loops: written flat,
-        // or with the chunk's values hoisted, they changed the code of float `amax` and
-        // `amin`, or of 30 families.
-        // (Not `const { col_batch(W, V, K) }`: the same value, but that form changed the code
-        // LLVM makes of 25 families' column kernels.)
+        // MIR). The folds keep their nested loops and `b` stays a `let`: the other forms
+        // tried change the code LLVM makes of some families (`benches/NOTES.md`, "Build
+        // time").
         let fit = 64 / (W * V * K);
         let b: usize = if fit >= m_slots {
             m_slots
