@@ -3,8 +3,8 @@ bfloat16) and, for the permuted copies, the fused expression and the dense mixed
 multiply, torch.compile. JSON lines on stdout, same fields and case/dtype labels as the Rust
 bench (src/bin/bench.rs). CUDA events, median of 25 runs after warm-up; buffers that fit in
 L2 are rotated. Bytes: every input read once + the output written once, each at its own
-element size; reductions (groups "reduce", "reduce_rows", "reduce_cols_1b" and
-"reduce_rows_expr") count every input read once (two for sqdiff; x and its [rows, 1] m for the
+element size; reductions (groups "reduce", "reduce_rows", "reduce_cols_1b", "reduce_cols_slot"
+and "reduce_rows_expr") count every input read once (two for sqdiff; x and its [rows, 1] m for the
 expression rows) and report the first input's elements. STRIDED_APPLY_BENCH_QUEUED=1: each
 timed call queued behind a spin kernel (see median_ms)."""
 import json
@@ -34,6 +34,14 @@ GROUPS = {
     "reduce_rows": [f"{op}_rows{length}_{name}" for length in (16, 64, 128, 512, 1024, 4096, 32768)
                     for name in ("f32", "bf16") for op in ("sum", "amax", "mean", "argmax", "sumsq")],
     # {op}_rows{len}_{dtype} of an expression of x and a broadcast [rows, 1] m: same order.
+    # Columns of the slot kernel that reduce_cols_1b does not time: float amax/amin of big * big
+    # and of big * (big - 1), per dtype; then big * (big - 1) of the one-byte folds that take
+    # the order-free kernel where their vectors are whole.
+    "reduce_cols_slot": [f"{op}_{shape}_{name}" for name in ("f32", "f64", "f16", "bf16")
+                         for shape in ("dim0", "dim0odd") for op in ("amax", "amin")]
+                        + ["any_dim0odd_Bool", "any_dim0odd_u8", "all_dim0odd_f16", "any_dim0odd_f16",
+                           "all_dim0odd_bf16", "any_dim0odd_bf16"]
+                        + [f"{op}_dim0odd_u8" for op in ("sum", "amax", "amin", "prod")],
     "reduce_rows_expr": [f"{op}_rows{length}_{name}" for length in (128, 1024, 4096, 32768)
                          for name in ("f32", "bf16") for op in ("sumexp", "sqdev")]
                         + [f"{op}_cols{length}_{name}" for length in (1024, 32768)
@@ -331,6 +339,11 @@ if want("reduce"):
 # Columns of one-byte folds: dim 0 of a contiguous big * big matrix; all/any of every dtype
 # into a bool out, then sum/amax/amin/prod of a uint8 matrix into a uint8 out (sum and prod
 # accumulate in uint8, wrapping, as the Rust side). Bytes: the input read once.
+# The uint8 folds over columns (sum and prod accumulate in uint8, wrapping, as the Rust side).
+U8_COL_FOLDS = (("sum", lambda x, o: torch.sum(x, dim=0, dtype=torch.uint8, out=o)),
+                ("amax", lambda x, o: torch.amax(x, dim=0, out=o)),
+                ("amin", lambda x, o: torch.amin(x, dim=0, out=o)),
+                ("prod", lambda x, o: torch.prod(x, dim=0, dtype=torch.uint8, out=o)))
 if want("reduce_cols_1b"):
     for dtype in (torch.bool, torch.uint8, torch.int32, torch.uint32, torch.int64, torch.float32,
                   torch.float64, torch.float16, torch.bfloat16):
@@ -348,14 +361,43 @@ if want("reduce_cols_1b"):
         del m
     mk = lambda: rand(sq, torch.uint8)
     m = mk()
-    for op, fn in (("sum", lambda x, o: torch.sum(x, dim=0, dtype=torch.uint8, out=o)),
-                   ("amax", lambda x, o: torch.amax(x, dim=0, out=o)),
-                   ("amin", lambda x, o: torch.amin(x, dim=0, out=o)),
-                   ("prod", lambda x, o: torch.prod(x, dim=0, dtype=torch.uint8, out=o))):
+    for op, fn in U8_COL_FOLDS:
         try:
             reduction(f"{op}_dim0_u8", m, mk, (big,), fn)
         except Exception as e:
             print(f"# {op}_dim0_u8: {e}", file=sys.stderr)
+    del m
+
+# Columns of the slot kernel that reduce_cols_1b does not time (cases as
+# GROUPS["reduce_cols_slot"]): float amax/amin of a contiguous big * big matrix and of a
+# big * (big - 1) one, per dtype, into an out of the input's dtype; then big * (big - 1)
+# matrices of all/any (into bool) and of the uint8 folds (sum and prod accumulate in uint8).
+if want("reduce_cols_slot"):
+    for dtype in (torch.float32, torch.float64, torch.float16, torch.bfloat16):
+        for shape, cols in (("dim0", big), ("dim0odd", big - 1)):
+            mk = lambda dtype=dtype, cols=cols: rand((big, cols), dtype)
+            m = mk()
+            for op, fn in (("amax", torch.amax), ("amin", torch.amin)):
+                reduction(f"{op}_{shape}_{NAMES[dtype]}", m, mk, (cols,),
+                          lambda x, o, fn=fn: fn(x, dim=0, out=o))
+            del m
+    odd = (big, big - 1)
+    for dtype, ops in ((torch.bool, ("any",)), (torch.uint8, ("any",)),
+                       (torch.float16, ("all", "any")), (torch.bfloat16, ("all", "any"))):
+        if dtype == torch.bool:
+            mk = lambda: torch.randint(0, 64, odd, device=dev) != 0
+        else:
+            mk = lambda dtype=dtype: rand(odd, dtype)
+        m = mk()
+        for op in ops:
+            fn = getattr(torch, op)
+            reduction(f"{op}_dim0odd_{NAMES[dtype]}", m, mk, (big - 1,),
+                      lambda x, o, fn=fn: fn(x, dim=0, out=o), out_dtype=torch.bool)
+        del m
+    mk = lambda: rand(odd, torch.uint8)
+    m = mk()
+    for op, fn in U8_COL_FOLDS:
+        reduction(f"{op}_dim0odd_u8", m, mk, (big - 1,), fn)
     del m
 
 # Short rows (issue #41): dim 1 of a contiguous [total // length, length] matrix, 2^28 elements

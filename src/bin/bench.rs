@@ -6,9 +6,9 @@
 //! checked against the CPU twin once. Buffers that fit in L2 are rotated. Each operand counts
 //! its own element size, so mixed-type cases (`bf16*f32->f32`) and casts (`f32->bf16`) count
 //! what they move. Reductions (groups `reduce`, `reduce_rows`, `reduce_cols_1b`,
-//! `reduce_rows_expr`) count every input read once (an expression reduction's broadcast
-//! `[rows, 1]` operand once per element it holds) and report the first input's elements;
-//! their outputs are not counted.
+//! `reduce_cols_slot`, `reduce_rows_expr`) count every input read once (an expression
+//! reduction's broadcast `[rows, 1]` operand once per element it holds) and report the
+//! first input's elements; their outputs are not counted.
 //! `--release-pool`: the device's memory pool gives freed memory back at every
 //! synchronisation (the driver's default) instead of keeping it (the library's;
 //! `Gpu::set_memory_cache_limit`), for comparison. `--diet`: every family whose op has an
@@ -197,6 +197,37 @@ const GROUPS: &[(&str, &[&str])] = &[
             "amax_dim0_u8",
             "amin_dim0_u8",
             "prod_dim0_u8",
+        ],
+    ),
+    (
+        "reduce_cols_slot",
+        &[
+            "amax_dim0_f32",
+            "amin_dim0_f32",
+            "amax_dim0odd_f32",
+            "amin_dim0odd_f32",
+            "amax_dim0_f64",
+            "amin_dim0_f64",
+            "amax_dim0odd_f64",
+            "amin_dim0odd_f64",
+            "amax_dim0_f16",
+            "amin_dim0_f16",
+            "amax_dim0odd_f16",
+            "amin_dim0odd_f16",
+            "amax_dim0_bf16",
+            "amin_dim0_bf16",
+            "amax_dim0odd_bf16",
+            "amin_dim0odd_bf16",
+            "any_dim0odd_Bool",
+            "any_dim0odd_u8",
+            "all_dim0odd_f16",
+            "any_dim0odd_f16",
+            "all_dim0odd_bf16",
+            "any_dim0odd_bf16",
+            "sum_dim0odd_u8",
+            "amax_dim0odd_u8",
+            "amin_dim0odd_u8",
+            "prod_dim0odd_u8",
         ],
     ),
     (
@@ -929,6 +960,7 @@ const RUNS: &[(&[&str], Run)] = &[
     (&["reduce"], reductions),
     (&["reduce_rows"], short_rows),
     (&["reduce_cols_1b"], cols_1b),
+    (&["reduce_cols_slot"], cols_slot),
     (&["reduce_rows_expr"], short_rows_expr),
     (&["expr"], expressions),
     (&["opset"], opset::opset),
@@ -1457,6 +1489,49 @@ fn cols_1b(bench: &Bench) -> Result<()> {
     bench_reduce(gpu, "amax_dim0_u8", Amax, &[big], [&m], &[0], 0xa5u8)?;
     bench_reduce(gpu, "amin_dim0_u8", Amin, &[big], [&m], &[0], 0xa5u8)?;
     bench_reduce(gpu, "prod_dim0_u8", Prod, &[big], [&m], &[0], 0xa5u8)?;
+    Ok(())
+}
+
+/// Column reductions that the slot column kernel serves and `reduce_cols_1b` does not time:
+/// float `amax` and `amin`, dim 0 of a random `big × big` matrix (whole vectors) and of a
+/// `big × (big - 1)` one (element reads), per type; then the `big × (big - 1)` matrices of
+/// the one-byte folds that take the order-free kernel where their vectors are whole (`any`
+/// of 1- and 2-byte types, `all` of 2-byte ones, the folds of `u8`).
+fn cols_slot(bench: &Bench) -> Result<()> {
+    use strided_apply::gpu_kernels::elem::Bool;
+    use strided_apply::gpu_kernels::reduce::{All, Amin, Any, Prod};
+    let (gpu, big) = (&bench.gpu, bench.big);
+    macro_rules! minmax {
+        ($t:ident, $seed:expr, $rand:expr, $poison:expr) => {{
+            for (shape, cols) in [("dim0", big), ("dim0odd", big - 1)] {
+                let m = dense(&[big, cols], $seed, $rand)?;
+                let case = |op: &str| format!("{op}_{shape}_{}", stringify!($t));
+                bench_reduce(gpu, &case("amax"), Amax, &[cols], [&m], &[0], $poison)?;
+                bench_reduce(gpu, &case("amin"), Amin, &[cols], [&m], &[0], $poison)?;
+            }
+        }};
+    }
+    minmax!(f32, 71, rand_f32, f32::NAN);
+    minmax!(f64, 72, |x| rand_f32(x) as f64, f64::NAN);
+    minmax!(f16, 73, rand_f16, f16::NAN);
+    minmax!(bf16, 74, rand_bf16, bf16::NAN);
+    let odd = big - 1;
+    let case = |op: &str, t: &str| format!("{op}_dim0odd_{t}");
+    let m = dense(&[big, odd], 75, |x| Bool(((x >> 40) % 64 != 0) as u8))?;
+    bench_reduce(gpu, &case("any", "Bool"), Any, &[odd], [&m], &[0], Bool(7))?;
+    let m = dense(&[big, odd], 76, |x| (x >> 40) as u8)?;
+    bench_reduce(gpu, &case("any", "u8"), Any, &[odd], [&m], &[0], Bool(7))?;
+    let m = dense(&[big, odd], 77, rand_f16)?;
+    bench_reduce(gpu, &case("all", "f16"), All, &[odd], [&m], &[0], Bool(7))?;
+    bench_reduce(gpu, &case("any", "f16"), Any, &[odd], [&m], &[0], Bool(7))?;
+    let m = dense(&[big, odd], 78, rand_bf16)?;
+    bench_reduce(gpu, &case("all", "bf16"), All, &[odd], [&m], &[0], Bool(7))?;
+    bench_reduce(gpu, &case("any", "bf16"), Any, &[odd], [&m], &[0], Bool(7))?;
+    let m = dense(&[big, odd], 79, |x| (x >> 40) as u8)?;
+    bench_reduce(gpu, &case("sum", "u8"), Sum, &[odd], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("amax", "u8"), Amax, &[odd], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("amin", "u8"), Amin, &[odd], [&m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("prod", "u8"), Prod, &[odd], [&m], &[0], 0xa5u8)?;
     Ok(())
 }
 
