@@ -1463,7 +1463,7 @@ fn short_rows(bench: &Bench) -> Result<()> {
 /// writes (`Bool(7)`) or a random-looking byte.
 fn cols_1b(bench: &Bench) -> Result<()> {
     use strided_apply::gpu_kernels::elem::Bool;
-    use strided_apply::gpu_kernels::reduce::{All, Amin, Any, Prod};
+    use strided_apply::gpu_kernels::reduce::{All, Any};
     let (gpu, big) = (&bench.gpu, bench.big);
     // `all` and `any` of one random `big × big` matrix of `$t` (as `short_rows`' `five!`).
     macro_rules! truth {
@@ -1484,12 +1484,19 @@ fn cols_1b(bench: &Bench) -> Result<()> {
     truth!(f64, 67, |x| rand_f32(x) as f64);
     truth!(f16, 68, rand_f16);
     truth!(bf16, 69, rand_bf16);
-    let m = dense(&[big, big], 70, |x| (x >> 40) as u8)?;
-    bench_reduce(gpu, "sum_dim0_u8", Sum, &[big], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, "amax_dim0_u8", Amax, &[big], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, "amin_dim0_u8", Amin, &[big], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, "prod_dim0_u8", Prod, &[big], [&m], &[0], 0xa5u8)?;
-    Ok(())
+    u8_col_folds(gpu, &dense(&[big, big], 70, |x| (x >> 40) as u8)?, "dim0")
+}
+
+/// `sum`, `amax`, `amin` and `prod` over dim 0 of the `u8` matrix `m` into `u8` (cases
+/// `{op}_{shape}_u8`).
+fn u8_col_folds(gpu: &Gpu, m: &Operand<u8>, shape: &str) -> Result<()> {
+    use strided_apply::gpu_kernels::reduce::{Amin, Prod};
+    let cols = m.layout.shape()[1];
+    let case = |op: &str| format!("{op}_{shape}_u8");
+    bench_reduce(gpu, &case("sum"), Sum, &[cols], [m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("amax"), Amax, &[cols], [m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("amin"), Amin, &[cols], [m], &[0], 0xa5u8)?;
+    bench_reduce(gpu, &case("prod"), Prod, &[cols], [m], &[0], 0xa5u8)
 }
 
 /// Column reductions that the slot column kernel serves and `reduce_cols_1b` does not time:
@@ -1499,7 +1506,7 @@ fn cols_1b(bench: &Bench) -> Result<()> {
 /// of 1- and 2-byte types, `all` of 2-byte ones, the folds of `u8`).
 fn cols_slot(bench: &Bench) -> Result<()> {
     use strided_apply::gpu_kernels::elem::Bool;
-    use strided_apply::gpu_kernels::reduce::{All, Amin, Any, Prod};
+    use strided_apply::gpu_kernels::reduce::{All, Amin, Any};
     let (gpu, big) = (&bench.gpu, bench.big);
     macro_rules! minmax {
         ($t:ident, $seed:expr, $rand:expr, $poison:expr) => {{
@@ -1527,12 +1534,11 @@ fn cols_slot(bench: &Bench) -> Result<()> {
     let m = dense(&[big, odd], 78, rand_bf16)?;
     bench_reduce(gpu, &case("all", "bf16"), All, &[odd], [&m], &[0], Bool(7))?;
     bench_reduce(gpu, &case("any", "bf16"), Any, &[odd], [&m], &[0], Bool(7))?;
-    let m = dense(&[big, odd], 79, |x| (x >> 40) as u8)?;
-    bench_reduce(gpu, &case("sum", "u8"), Sum, &[odd], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, &case("amax", "u8"), Amax, &[odd], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, &case("amin", "u8"), Amin, &[odd], [&m], &[0], 0xa5u8)?;
-    bench_reduce(gpu, &case("prod", "u8"), Prod, &[odd], [&m], &[0], 0xa5u8)?;
-    Ok(())
+    u8_col_folds(
+        gpu,
+        &dense(&[big, odd], 79, |x| (x >> 40) as u8)?,
+        "dim0odd",
+    )
 }
 
 /// Each column's maximum of a row-major matrix with rows of `cols` elements (no NaN in it).
