@@ -244,6 +244,7 @@ macro_rules! kernels {
                 cols: concat!($(stringify!($part), "_",)+ "k"),
                 fin: concat!($(stringify!($part), "_",)+ "f"),
                 cols_exact: $crate::reduce::exact_cols::<$op, $t, { 1 $(+ $crate::kernels!(@one $same))* }>(),
+                cols_loose: $crate::reduce::loose_cols::<$op, $t, { 1 $(+ $crate::kernels!(@one $same))* }>(),
             };
         }
     };

@@ -26,7 +26,7 @@
 //! groups over blocks; the CPU twin ([`group_value`], [`write_output`]) walks the same definition
 //! directly. No float atomics, no order that depends on the grid.
 
-use crate::elem::Bool;
+use crate::elem::{Bool, ElemType};
 use crate::math::{Float, Num};
 use crate::ops::Op3;
 use crate::FastDiv;
@@ -91,6 +91,16 @@ pub const EXACT_ROWS: u32 = 64;
 /// `cols_exact`: rows a thread loads before it folds any of them (one 16-byte vector
 /// each).
 pub const EXACT_BATCH: u32 = 8;
+/// `cols_exact` without [`VEC_COLS`] (rows not in whole 16-byte vectors: odd widths,
+/// unaligned or strided columns): threads along the kept axis, so that a warp reads
+/// `LOOSE_LANES * LOOSE_COLS` consecutive columns of one row, one element load each.
+/// A CUDA C reference measured the shapes first (`benches/reference/colfold_loose.cu`).
+pub const LOOSE_LANES: u32 = 32;
+/// `cols_exact` without [`VEC_COLS`]: threads along the reduced axis.
+pub const LOOSE_ROWS: u32 = 32;
+/// `cols_exact` without [`VEC_COLS`]: consecutive columns a thread, read one element at a
+/// time (`EXACT_BATCH` rows of them loaded before any fold).
+pub const LOOSE_COLS: u32 = 4;
 
 /// Columns per thread of `cols_exact` for `size`-byte elements: one 16-byte vector.
 pub const fn exact_vec(size: usize) -> u32 {
@@ -107,7 +117,8 @@ pub const fn exact_piece(w: usize) -> usize {
 }
 
 /// Whether the column launches of source `S` over `K` inputs of `T` take `cols_exact`
-/// (where [`VEC_COLS`] holds, invariant 7 with `v = `[`exact_vec`]): order-free
+/// (vectors where [`VEC_COLS`] holds, invariant 7 with `v = `[`exact_vec`]; element reads
+/// of [`LOOSE_COLS`] columns a thread otherwise, where [`loose_cols`]): order-free
 /// reductions ([`Reduce::EXACT`]) of one-byte accumulators of one input, where
 /// [`Reduce::ORDER_FREE_COLS`] chooses them (`any` of `Bool`, `u8`, `f16`, `bf16`; `all`
 /// of `f16`, `bf16`; `u8` `sum`, `prod`, `amin`, `amax`).
@@ -118,6 +129,13 @@ pub const fn exact_cols<S: Source<T, K>, T, const K: usize>() -> bool {
         && K == 1
         && core::mem::size_of::<T>() <= 8
         && 16 % core::mem::size_of::<T>() == 0
+}
+
+/// Whether the column launches of source `S` over `K` inputs of `T` without [`VEC_COLS`]
+/// take `cols_exact`'s element reads (else the slot kernel's): sources with
+/// [`exact_cols`] whose [`Reduce::LOOSE_COLS`] chooses them.
+pub const fn loose_cols<S: Source<T, K>, T, const K: usize>() -> bool {
+    exact_cols::<S, T, K>() && <ReductionOf<S, T, K> as Reduce<ItemOf<S, T, K>>>::LOOSE_COLS
 }
 
 /// Whether the slot column kernel (`cols_body`) keeps its unrolled loops' plain form for
@@ -255,6 +273,13 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// kernel (`benches/RESULTS.md`, `reduce_cols_1b`): `any` of 1- and 2-byte types, `all`
     /// of 2-byte types, and the folds of `u8`.
     const ORDER_FREE_COLS: bool = false;
+    /// Whether those column reductions ([`exact_cols`]) also take the order-free kernel
+    /// where rows are not in whole 16-byte vectors, reading elements ([`loose_cols`]), where
+    /// it measured faster than the slot kernel's element reads: `all` of `bf16`
+    /// (`benches/NOTES.md`, "Columns of odd widths"). One-byte loads hold a register each
+    /// in flight: those kernels took 70–80 registers, over the 64 that a block of
+    /// `LOOSE_LANES × LOOSE_ROWS` threads allows.
+    const LOOSE_COLS: bool = false;
     /// Whether the slot column kernel compiles every candidate copy of its unrolled loops
     /// for this reduction ([`plain_cols`]), where compiling only the live ones measured
     /// slower: `all` of 4-byte and `any` of 8-byte types (0.91-0.98x, `benches/NOTES.md`,
@@ -633,7 +658,7 @@ arg_reduce!(Argmin, |b, a| b < a, |x, v| !(x >= v));
 arg_reduce!(Argmax, |b, a| b > a, |x, v| !(x <= v));
 
 /// Elements that read as true or false: non-zero is true (NaN too, as in PyTorch).
-pub trait Truth: Copy {
+pub trait Truth: crate::Elem {
     fn truth(self) -> bool;
 }
 impl<T: Num> Truth for T {
@@ -650,12 +675,13 @@ impl Truth for Bool {
 }
 
 macro_rules! truth_reduce {
-    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat, plain_cols: $plain:pat) => {
+    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat, loose_cols: $loose:expr, plain_cols: $plain:pat) => {
         impl<T: Truth> Reduce<T> for $op {
             type Acc = bool;
             type Out = Bool;
             const EXACT: bool = true;
             const ORDER_FREE_COLS: bool = matches!(core::mem::size_of::<T>(), $sizes);
+            const LOOSE_COLS: bool = $loose;
             const PLAIN_COLS: bool = matches!(core::mem::size_of::<T>(), $plain);
             #[inline(always)]
             fn first(&self, x: T, _i: u32) -> bool {
@@ -689,8 +715,12 @@ macro_rules! truth_reduce {
 // 0.95–0.996×), faster for the others (1.15–3.7×; `benches/NOTES.md`).
 // The slot kernel's loops compiled with only their live copies measured 0.96-0.98x for `all`
 // of 4-byte types and 0.91x for `any` of `i64`: those keep the plain form.
-truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2, plain_cols: 4);
-truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, plain_cols: 8);
+// Over rows that are not whole vectors, the order-free kernel's element reads measured
+// 3.4× the slot kernel's for `all` of `bf16` (and its vector kernel 1.7×, without the slot
+// kernel's registers beside it), 0.93–0.96× for the other 2-byte folds; one-byte types keep
+// the slot kernel there (registers).
+truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2, loose_cols: matches!(T::TYPE, ElemType::BF16), plain_cols: 4);
+truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, loose_cols: false, plain_cols: 8);
 
 /// Sizes and strides of one reduction launch, passed by value to its kernels.
 ///
@@ -712,9 +742,10 @@ truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, plain_cols: 8);
 /// 4. With `groups > 1`, `scratch` holds `outputs * groups` accumulators.
 /// 5. With [`VEC_ROWS`] in `flags`: `nred == 1`, `red_strides[k][0] == 1` and every
 ///    output's row start is 16-byte aligned, for every input `k`.
-/// 6. For the column kernel: `nred == 1` (then `red[1]` has size 1 and stride 0), or
-///    `nred == 2` and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses
-///    the innermost reduced dimension).
+/// 6. For the column kernel: `kept_strides[1][0] == 1` (the first input's `kept[0]` is
+///    unit-stride), and `nred == 1` (then `red[1]` has size 1 and stride 0), or `nred == 2`
+///    and `red[0]` is a multiple of the kernel's `w` (a slot chunk never crosses the
+///    innermost reduced dimension).
 /// 7. With [`VEC_COLS`] in `flags` (column kernel, `v = `[`col_vec`]`(size_of::<T>()) > 1`;
 ///    `v = `[`exact_vec`]`(size_of::<T>())` for sources with [`exact_cols`]):
 ///    `kept[0]` is a multiple of `v`, `kept_strides[1 + k][0] == 1` for every input `k`,
@@ -734,7 +765,8 @@ pub struct ReduceGeometry {
     pub groups: u32,
     pub outputs: u32,
     /// Column kernel: blocks along `kept[0]` (`ceil(kept[0] / COL_X)`; `cols_exact`:
-    /// `ceil(kept[0] / (EXACT_LANES * exact_vec(size)))`).
+    /// `ceil(kept[0] / (EXACT_LANES * exact_vec(size)))` with [`VEC_COLS`], `ceil(kept[0] /
+    /// (LOOSE_LANES * LOOSE_COLS))` without).
     pub col_blocks: u32,
     /// Row kernel: `log2` of the slots of one group, [`row_shift`]; a block reduces
     /// `SLOTS >> `[`row_threads`] (output, group) pairs.
@@ -923,9 +955,12 @@ pub struct ReduceNames {
     pub cols: &'static str,
     /// The tree over each output's group values.
     pub fin: &'static str,
-    /// Whether `cols` is `cols_exact` under [`VEC_COLS`] ([`exact_cols`]): its launch
-    /// shape is that kernel's there.
+    /// Whether `cols` is `cols_exact` ([`exact_cols`]): its launch shape is that kernel's
+    /// with [`VEC_COLS`].
     pub cols_exact: bool,
+    /// Whether `cols` is `cols_exact` without [`VEC_COLS`] too ([`loose_cols`]): its
+    /// launch shape is then that kernel's (element reads).
+    pub cols_loose: bool,
 }
 
 /// A reduction source instantiated over `K` inputs of `T` (by `kernels!`'s `reduce`
@@ -1363,15 +1398,16 @@ mod gpu {
     /// The halving tree over a column's slots pairs slot `s` with `s + h`: the levels of
     /// `m` fold in registers, those of `y` in shared memory, one level per barrier.
     ///
-    /// Sources with [`exact_cols`] take [`cols_exact`] instead under [`VEC_COLS`] (`E =
-    /// `[`exact_vec`]`(size_of::<T>())` columns a thread), this kernel's element reads
-    /// otherwise.
+    /// Sources with [`exact_cols`] take [`cols_exact`] instead: under [`VEC_COLS`] with
+    /// `E = `[`exact_vec`]`(size_of::<T>())` columns a thread read as vectors, otherwise
+    /// where [`loose_cols`] with [`LOOSE_COLS`] columns a thread read as elements (and
+    /// this kernel's element reads where not).
     ///
     /// # Safety
     /// The [`ReduceGeometry`] invariants (`kept[0]` the input's unit-stride axis is a
     /// performance matter only, except under [`VEC_COLS`]: invariant 7, with `v = E` for
     /// sources with [`exact_cols`]); the launch shape above, or [`cols_exact`]'s for those
-    /// sources under [`VEC_COLS`].
+    /// sources.
     #[inline(always)]
     pub unsafe fn cols<
         S: Source<T, K>,
@@ -1397,6 +1433,9 @@ mod gpu {
         if const { exact_cols::<S, T, K>() } {
             if g.flags & VEC_COLS != 0 {
                 unsafe { cols_exact::<S, T, K, W, E>(src, g, out, inp, scratch) }
+            } else if const { loose_cols::<S, T, K>() } {
+                const C: usize = LOOSE_COLS as usize;
+                unsafe { cols_loose::<S, T, K, W, C>(src, g, out, inp, scratch) }
             } else {
                 unsafe { cols_body::<S, T, K, W, V, false>(src, g, out, inp, scratch) }
             }
@@ -1542,6 +1581,180 @@ mod gpu {
                     let ool = oo + (l as u32).wrapping_mul(g.kept_strides[0][0]) as i32 as isize;
                     // SAFETY: invariants 3 and 4 (output `cl + k0 * ob`, whose offset is
                     // `ool`: `c_in == c` for a thread with an active column).
+                    unsafe {
+                        finish_group(
+                            &op,
+                            g,
+                            out,
+                            scratch,
+                            cl + k0 * ob,
+                            grp,
+                            ool,
+                            len,
+                            *sm.add(at(0, l)),
+                        )
+                    };
+                }
+            });
+        }
+    }
+
+    /// The order-free column kernel ([`exact_cols`]) where rows are not whole 16-byte
+    /// vectors, for sources with [`loose_cols`]: [`cols_exact`]'s pieces, batches and tree
+    /// over blocks of `LOOSE_LANES × LOOSE_ROWS` threads and `LOOSE_LANES * E` columns
+    /// (`E = `[`LOOSE_COLS`]); thread `(x, y)` reads columns `x * E ..+ E` of its block one
+    /// element at a time (a warp: `LOOSE_LANES * E` consecutive columns of a row). Block
+    /// `b` is column block `b % col_blocks` (`col_blocks = ceil(kept[0] / (LOOSE_LANES *
+    /// E))`) of outer output `(b / col_blocks) % outer`, group `b / (col_blocks * outer)`;
+    /// `LOOSE_LANES * E * LOOSE_ROWS * size_of::<Acc>()` bytes of dynamic shared memory.
+    /// A separate function, so that [`cols_exact`]'s vector kernels stay as they were
+    /// (one function for both changed the registers, and the speed, of the vector kernels
+    /// of one-byte types: `benches/NOTES.md`, "Columns of odd widths").
+    ///
+    /// This is not the slots' order: the result is the same only because the reduction is
+    /// [`Reduce::EXACT`], so the GPU still agrees with the CPU twin bit for bit.
+    ///
+    /// # Safety
+    /// The [`ReduceGeometry`] invariants (the kept axis's unit stride: invariant 6); the
+    /// launch shape above.
+    #[inline(always)]
+    unsafe fn cols_loose<
+        S: Source<T, K>,
+        T: Copy,
+        const K: usize,
+        const W: usize,
+        const E: usize,
+    >(
+        src: S,
+        g: &ReduceGeometry,
+        out: *mut OutOf<S, T, K>,
+        inp: [*const T; K],
+        scratch: *mut AccOf<S, T, K>,
+    ) {
+        const B: usize = EXACT_BATCH as usize;
+        let p = exact_piece(W);
+        let pw = p as u32;
+        let (lanes, ry) = (LOOSE_LANES, LOOSE_ROWS);
+        let op = src.reduction();
+        let (x, y, bid) = tile_thread();
+        let k0 = g.kept[0].d;
+        let outer = g.outputs / k0;
+        let (cb, rest) = (bid % g.col_blocks, bid / g.col_blocks);
+        let (ob, grp) = (rest % outer, rest / outer);
+        let c = cb * (lanes * E as u32) + x * E as u32;
+        // The thread reads columns `c_in ..+ E` and writes those of them at `c` or later
+        // and below `k0`. A thread whose columns pass `k0` reads the last `E` columns
+        // instead (the earlier ones are its neighbour's), or, with fewer than `E` columns
+        // in all, columns `0 .. k0` (its other lanes repeat column 0's values and write
+        // nothing): every lane's offset from the thread's first column is a constant.
+        let c_in = if c + E as u32 <= k0 {
+            c
+        } else if k0 >= E as u32 {
+            k0 - E as u32
+        } else {
+            0
+        };
+        // Lanes that read their own column (`E` but for fewer than `E` columns in all).
+        let live = if k0 - c_in < E as u32 {
+            k0 - c_in
+        } else {
+            E as u32
+        };
+        let (oo, io) = g.kept_offsets::<K>(c_in + k0 * ob);
+        let (lo, len) = g.group(grp);
+        // SAFETY (all reads): invariant 3 for every column read and every index below `len`
+        // of this group.
+        let base: [*const T; K] = core::array::from_fn(|k| unsafe { inp[k].offset(io[k]) });
+        let s0: [u32; K] = core::array::from_fn(|k| g.red_strides[k][0]);
+
+        // The inputs' vectors at piece `q`'s row `j` (`q * P + j < len`).
+        let piece = |q: u32| -> [*const T; K] {
+            let off = g.red_offset2::<K>(lo + q * pw);
+            core::array::from_fn(|k| unsafe { base[k].offset(off[k]) })
+        };
+        let read = |ptr: &[*const T; K], j: usize| -> [[T; E]; K] {
+            core::array::from_fn(|k| unsafe {
+                let q = ptr[k].offset((j as u32).wrapping_mul(s0[k]) as i32 as isize);
+                // Lane `l < live` reads column `c_in + l < k0`, `l` elements on (the kept
+                // axis is unit-stride: invariant 6).
+                let v0 = *q;
+                core::array::from_fn(|l| if (l as u32) < live { *q.add(l) } else { v0 })
+            })
+        };
+        let mut acc = [op.placeholder(); E];
+        // Folds row `j` of the thread's piece `t`, values `v`, into every column. (LLVM
+        // inlines it at each call; the same fold written as a macro made rustc's work on
+        // the 22 instances take twice as long.)
+        let fold = |acc: &mut [AccOf<S, T, K>; E], v: &[[T; E]; K], t: u32, j: usize| {
+            let i = lo + (y + ry * t) * pw + j as u32;
+            unrolled!(const E, |l| {
+                let x = src.item(core::array::from_fn(|k| v[k][l]));
+                acc[l] = if t == 0 && j == 0 {
+                    op.first(x, i)
+                } else {
+                    op.fold(acc[l], x, i)
+                };
+            });
+        };
+        let nb = B / p;
+        let mut t = 0;
+        // Whole batches: the thread's next `nb` pieces end inside the group.
+        while (y + ry * (t + nb as u32 - 1) + 1) * pw <= len {
+            let mut v = [core::mem::MaybeUninit::<[[T; E]; K]>::uninit(); B];
+            unrolled!(const B / exact_piece(W), |b| {
+                let ptr = piece(y + ry * (t + b as u32));
+                unrolled!(const exact_piece(W), |j| { v[b * p + j] = core::mem::MaybeUninit::new(read(&ptr, j)) });
+            });
+            unrolled!(const B / exact_piece(W), |b| {
+                unrolled!(const exact_piece(W), |j| {
+                    // SAFETY: the loop above wrote every `v[b * p + j]`.
+                    fold(&mut acc, unsafe { &v[b * p + j].assume_init() }, t + b as u32, j);
+                });
+            });
+            t += nb as u32;
+        }
+        // The last, partial batch: every row below `len`.
+        unrolled!(const B / exact_piece(W), |b| {
+            let q = y + ry * (t + b as u32);
+            if q * pw < len {
+                let ptr = piece(q);
+                unrolled!(const exact_piece(W), |j| {
+                    if q * pw + (j as u32) < len {
+                        fold(&mut acc, &read(&ptr, j), t + b as u32, j);
+                    }
+                });
+            }
+        });
+        let sm = shared_base() as *mut AccOf<S, T, K>;
+        // Thread `(x, y)`'s column `l` at `y * lanes * E + x * E + l`.
+        let at = |yy: u32, l: usize| ((yy * lanes + x) * E as u32) as usize + l;
+        // SAFETY: `y < rows`, `x < lanes`: inside the shared array.
+        unrolled!(const E, |l| { unsafe { *sm.add(at(y, l)) = acc[l] } });
+        sync_threads();
+        // The levels over `y`; thread `y + s` holds values when its first piece starts
+        // inside the group.
+        let mut s = ry / 2;
+        while s >= 1 {
+            if y < s && (y + s) * pw < len {
+                unrolled!(const E, |l| {
+                    // SAFETY: rows `y` and `y + s < rows` of the thread's columns.
+                    unsafe {
+                        let a = sm.add(at(y, l));
+                        *a = op.combine(*a, *sm.add(at(y + s, l)));
+                    }
+                });
+            }
+            sync_threads();
+            s /= 2;
+        }
+        if y == 0 {
+            unrolled!(const E, |l| {
+                let cl = c_in + l as u32;
+                if cl >= c && cl < k0 {
+                    let ool = oo + (l as u32).wrapping_mul(g.kept_strides[0][0]) as i32 as isize;
+                    // SAFETY: invariants 3 and 4 (output `cl + k0 * ob`, whose offset is
+                    // `ool`; each column is written by the one thread whose `c ..+ E` holds
+                    // it).
                     unsafe {
                         finish_group(
                             &op,

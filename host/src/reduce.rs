@@ -37,8 +37,8 @@ use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::reduce::{
     self as body, exact_vec, AccOf, OutOf, Reduce, ReduceGeometry, ReduceKernels, ReduceNames,
-    Source, COL_X, COL_Y, EXACT_LANES, EXACT_ROWS, FINAL_BLOCK, KEPT_DIMS, MAX_INPUTS, RED_DIMS,
-    SLOTS, VEC_COLS, VEC_ROWS,
+    Source, COL_X, COL_Y, EXACT_LANES, EXACT_ROWS, FINAL_BLOCK, KEPT_DIMS, LOOSE_COLS, LOOSE_LANES,
+    LOOSE_ROWS, MAX_INPUTS, RED_DIMS, SLOTS, VEC_COLS, VEC_ROWS,
 };
 use gpu_kernels::{Elem, FastDiv};
 use rayon::prelude::*;
@@ -301,8 +301,9 @@ pub fn plan_reduce(
         return Ok(None);
     };
     // Rows when the reduced elements are unit-stride, else columns along a kept axis of
-    // unit stride in the (first) input (when slot chunks stay inside the innermost reduced
-    // dimension: invariant 6 of `ReduceGeometry`), else rows (strided reads).
+    // unit stride in the (first) input, moved to `kept[0]` (when slot chunks stay inside
+    // the innermost reduced dimension: invariant 6 of `ReduceGeometry`), else rows
+    // (strided reads).
     let w = body::chunk(elem_size);
     let mut kept = kept;
     let unit_red = red.first().is_some_and(|d| d.1[1] == 1);
@@ -607,15 +608,19 @@ pub(crate) unsafe fn launch_planned(
         }
         ReduceVariant::Cols => {
             // Threads and columns a thread: the order-free kernel
-            // (`gpu_kernels::reduce::exact_cols`) where its vectors are whole, else the slot
-            // kernel (`col_vec` columns, vectors where `vec_cols` allows). Shared memory
-            // holds one accumulator per thread and column.
+            // (`gpu_kernels::reduce::exact_cols`), its vectors where they are whole, its
+            // element reads otherwise where `loose_cols` chose them; else the slot kernel (`col_vec`
+            // columns, vectors where `vec_cols` allows). Shared memory holds one accumulator
+            // per thread and column.
             let inputs = &ptrs[1..=plan.inputs];
             let e = exact_vec(elem_size);
             let (block, v) = if names.cols_exact && vec_cols(&g, inputs, elem_size, e) {
                 g.flags |= VEC_COLS;
                 g.col_blocks = g.kept[0].d.div_ceil(EXACT_LANES * e);
                 ((EXACT_LANES, EXACT_ROWS), e)
+            } else if names.cols_loose {
+                g.col_blocks = g.kept[0].d.div_ceil(LOOSE_LANES * LOOSE_COLS);
+                ((LOOSE_LANES, LOOSE_ROWS), LOOSE_COLS)
             } else {
                 let v = body::col_vec(elem_size);
                 if !names.cols_exact && vec_cols(&g, inputs, elem_size, v) {
@@ -1090,6 +1095,9 @@ mod tests {
             .expect("plan")
             .expect("outputs");
         assert_eq!(plan.variant, ReduceVariant::Cols);
+        // Invariant 6: the first input's kept[0] is unit-stride (the order-free kernel's
+        // element reads take it as given).
+        assert_eq!(plan.geometry.kept_strides[1][0], 1);
         plan
     }
 

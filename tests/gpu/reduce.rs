@@ -338,9 +338,11 @@ fn reduce_cases() -> Vec<ReduceCase> {
         // (u8: 8 blocks of 128 and one of 16, threads past the last column) over 300 rows
         // (pieces of 8: a partial last piece, threads without rows); two groups; two
         // reduced dimensions into a transposed output (u8: the inner one of 32 rows,
-        // pieces inside it); and the slot kernel's element reads where vectors would be
-        // misaligned (u8: a view 8 bytes into the rows; f16 and bf16 take the order-free
-        // kernel there).
+        // pieces inside it); where vectors would be misaligned, its element reads of 4
+        // consecutive columns a thread for 2-byte types (rows of an odd width: each starts
+        // at another 2 bytes; 1041 columns: a thread past the last 4 reads the last 4),
+        // and the slot kernel's element reads for 1-byte ones (there, and in a view 8
+        // bytes into the rows, where f16 and bf16 read vectors).
         case(
             "cols-exact-wide",
             &[300, 1040],
@@ -371,6 +373,14 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[300, 1040]).slice(1, Some(8), None, 1).unwrap(),
             &[0],
             c(&[1032]),
+            Some(Cols),
+        ),
+        case(
+            "cols-exact-odd-width",
+            &[301, 1041],
+            c(&[301, 1041]),
+            &[0],
+            c(&[1041]),
             Some(Cols),
         ),
         case(
