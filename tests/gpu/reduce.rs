@@ -339,10 +339,11 @@ fn reduce_cases() -> Vec<ReduceCase> {
         // (pieces of 8: a partial last piece, threads without rows); two groups; two
         // reduced dimensions into a transposed output (u8: the inner one of 32 rows,
         // pieces inside it); where vectors would be misaligned, its element reads of 4
-        // consecutive columns a thread for 2-byte types (rows of an odd width: each starts
-        // at another 2 bytes; 1041 columns: a thread past the last 4 reads the last 4),
-        // and the slot kernel's element reads for 1-byte ones (there, and in a view 8
-        // bytes into the rows, where f16 and bf16 read vectors).
+        // consecutive columns a thread for `all` of bf16 (rows of an odd width: each starts
+        // at another 2 bytes; 1041 columns: a thread past the last 4 reads the last 4; 3
+        // columns in `cols-2-groups`: fewer than 4 in all), and the slot kernel's element
+        // reads for the others (there, and in a view 8 bytes into the rows, where f16 and
+        // bf16 read vectors).
         case(
             "cols-exact-wide",
             &[300, 1040],
