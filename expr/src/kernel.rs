@@ -1669,21 +1669,40 @@ mod device {
             ($e:expr, $s:literal) => {
                 if K * $s == 16 && super::one_elem(T::CLASS, $e) {
                     let k = one_consts::<T>(p);
-                    // SAFETY: forwarded; every operand is of element type `$e`.
-                    unsafe { one_typed::<T, K, $s>($e, p, g, ptrs, c, n_live, &k, op) }
+                    // SAFETY (every arm): forwarded; every operand is of element type `$e`,
+                    // and the program has the inputs the arm names.
+                    if $s >= 4 {
+                        unsafe { one_typed::<T, K, $s, 0>($e, p, g, ptrs, c, n_live, &k, op) }
+                    } else {
+                        // Lanes narrower than a register: the input count as a constant, so
+                        // no lane selects between an input and a constant (registers).
+                        match p.n_inputs {
+                            1 => unsafe {
+                                one_typed::<T, K, $s, 1>($e, p, g, ptrs, c, n_live, &k, op)
+                            },
+                            2 => unsafe {
+                                one_typed::<T, K, $s, 2>($e, p, g, ptrs, c, n_live, &k, op)
+                            },
+                            _ => unsafe {
+                                one_typed::<T, K, $s, 3>($e, p, g, ptrs, c, n_live, &k, op)
+                            },
+                        }
+                    }
                 }
             };
         }
         by_code!(p.out, body, ())
     }
 
-    /// [`one`] for operands of element type `e` of `S` bytes (a constant in each call).
+    /// [`one`] for operands of element type `e` of `S` bytes (a constant in each call), of
+    /// `N` inputs (`N == 0`: the program's count, read at run time).
     ///
     /// # Safety
-    /// As [`one`]; `k[q]` is operand `q`'s value where it is a constant.
+    /// As [`one`]; `k[q]` is operand `q`'s value where it is a constant; `N` is 0 or the
+    /// program's input count.
     #[inline(always)]
     #[allow(clippy::too_many_arguments)]
-    unsafe fn one_typed<T: Eval, const K: usize, const S: usize>(
+    unsafe fn one_typed<T: Eval, const K: usize, const S: usize, const N: usize>(
         e: ElemType,
         p: &Program,
         g: &Geometry<u32, 2, OPERANDS>,
@@ -1693,7 +1712,7 @@ mod device {
         k: &[T; ONE_OPERANDS],
         op: u8,
     ) {
-        let n_in = p.n_inputs as usize;
+        let n_in = if N == 0 { p.n_inputs as usize } else { N };
         let full = n_live >= K as u32;
         let mut w = [[0u32; 4]; ONE_OPERANDS];
         macro_rules! operand {
@@ -1723,6 +1742,10 @@ mod device {
                 }
             };
             (@ $name:ident $arity:tt) => {{
+                if N > $arity {
+                    // More inputs than operands: no such one-op program (`one_op`).
+                    return;
+                }
                 let mut r = [0u32; 4];
                 each_lane!(|J| {
                     if J < K {

@@ -13,7 +13,7 @@ use strided_apply::expr::{
 use strided_apply::gpu_kernels::{bf16, f16};
 use strided_apply::{DeviceTensor, ElemType, Error, Gpu, Layout};
 
-use ElemType::{Bool, BF16, F16, F32, F64, I32, I64, U32, U8};
+use ElemType::{Bool, BF16, F16, F32, F64, I16, I32, I64, I8, U16, U32, U64, U8};
 const TYPES: [ElemType; 9] = [F32, F64, I32, I64, U32, U8, Bool, F16, BF16];
 
 fn pick<'a, T>(r: &mut Rng, xs: &'a [T]) -> &'a T {
@@ -652,7 +652,9 @@ pub fn one_op_kernels_match_cpu_twin(gpu: &Gpu) -> TestResult {
         layouts.push((vec![n], [vec![n], vec![1], vec![n]]));
     }
     let (mut checked, mut one_op) = (0, 0);
-    for t in [F32, F16, BF16, F64, I32, I64, U32, U8] {
+    // `i8`, `i16` and `u16` run in `i32` math on kernels of 16 and 8 lanes, whose input count
+    // is a constant (one code path each for 1, 2 and 3 inputs).
+    for t in [F32, F16, BF16, F64, I32, I64, U32, U8, I8, I16, U16, U64] {
         for text in texts {
             let e = Expr::parse(text).map_err(|e| e.to_string())?;
             let args: Vec<(&str, Arg)> =
