@@ -1,8 +1,8 @@
 //! The library's own kernels: every op of [`ops`](crate::ops) for the element types it
 //! makes sense for. One line of a helper macro instantiates an op for a list of types; a
 //! type marked `@program` gets no kernels (the host runs the op's expression program for
-//! it: the diet, `benches/RESULTS.md`), only where the bench measured the program within 2 %
-//! of the kernel on every layout.
+//! it, with the op value's scalars: the diet, `benches/RESULTS.md`), only where the bench
+//! measured the program within 2 % of the kernel on every layout.
 
 #[allow(unused_imports)]
 use crate::elem::{bf16, f16, Bool};
@@ -25,11 +25,11 @@ macro_rules! for_types {
     (unary $name:ident $op:ty: $($t:ident $(@$m:ident)?),*) => {
         $crate::kernels! { $( apply2 [$name $t] $(@$m)?: $op => ($t, $t); )* }
     };
-    (rhs $name:ident $op:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [$name $t]: Rhs<$op, $t> => ($t, $t); )* }
+    (rhs $name:ident $op:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [$name $t] $(@$m)?: Rhs<$op, $t> => ($t, $t); )* }
     };
-    (lhs $name:ident $op:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [$name $t]: Lhs<$op, $t> => ($t, $t); )* }
+    (lhs $name:ident $op:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [$name $t] $(@$m)?: Lhs<$op, $t> => ($t, $t); )* }
     };
     (update $name:ident $op:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply2 [$name $t]: Update<$op> => ($t, $t); )* }
@@ -37,8 +37,8 @@ macro_rules! for_types {
     (update_s $name:ident $op:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply1 [$name $t]: InPlace<Rhs<$op, $t>> => ($t); )* }
     };
-    (clamp $name:ident: $($t:ident),*) => {
-        $crate::kernels! { $( apply2 [$name $t]: Clamp<$t> => ($t, $t); )* }
+    (clamp $name:ident: $($t:ident $(@$m:ident)?),*) => {
+        $crate::kernels! { $( apply2 [$name $t] $(@$m)?: Clamp<$t> => ($t, $t); )* }
     };
     (fill $name:ident: $($t:ident),*) => {
         $crate::kernels! { $( apply1 [$name $t]: Fill<$t> => ($t); )* }
@@ -117,12 +117,12 @@ numeric!(compare_s ge_s Ge);
 numeric!(rhs add_s Add);
 numeric!(rhs sub_s Sub);
 numeric!(rhs mul_s Mul);
-numeric!(rhs div_s Div);
+for_types!(rhs div_s Div: f32, f64, i32, i64 @program, u32, u8, f16, bf16);
 numeric!(rhs min_s Min);
 numeric!(rhs max_s Max);
-float!(rhs pow_s Pow);
+for_types!(rhs pow_s Pow: f32 @program, f64 @program, f16, bf16);
 numeric!(lhs rsub_s Sub);
-numeric!(lhs rdiv_s Div);
+for_types!(lhs rdiv_s Div: f32, f64, i32, i64, u32 @program, u8, f16, bf16);
 
 for_types!(unary neg Neg: f32, f64 @program, i32, i64 @program, f16, bf16);
 for_types!(unary abs Abs: f32, f64 @program, i32, i64, f16, bf16);
@@ -135,7 +135,7 @@ for_types!(unary sin Sin: f32 @program, f64, f16, bf16);
 for_types!(unary cos Cos: f32 @program, f64, f16, bf16);
 for_types!(unary tanh Tanh: f32, f64 @program, f16, bf16);
 for_types!(unary sigmoid Sigmoid: f32, f64 @program, f16, bf16);
-numeric!(clamp clamp);
+for_types!(clamp clamp: f32, f64, i32, i64, u32, u8, f16 @program, bf16);
 
 numeric!(update add_assign Add);
 numeric!(update sub_assign Sub);
@@ -174,11 +174,11 @@ macro_rules! mixed {
 mixed!(add Add, sub Sub, mul Mul, div Div);
 
 // Fused expressions (`fused`), one kernel per whole expression.
-float!(fused3 axpy Axpy);
-float!(fused3 axpby Axpby);
+for_types!(fused3 axpy Axpy: f32, f64 @program, f16, bf16);
+for_types!(fused3 axpby Axpby: f32, f64 @program, f16, bf16 @program);
 for_types!(fused3 bias_relu BiasRelu: f32, f64 @program, f16 @program, bf16 @program);
 float!(fused2 silu Silu);
-float!(fused3 divmul DivMul);
+for_types!(fused3 divmul DivMul: f32, f64, f16 @program, bf16 @program);
 for_types!(fused4 lerp Lerp: f32 @program, f64 @program, f16 @program, bf16 @program);
 float!(fused2 recip_update RecipUpdate);
 

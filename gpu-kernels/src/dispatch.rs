@@ -260,6 +260,9 @@ scalar_from!(f64 => F64, f32 => F64, i64 => I64, i32 => I64, u64 => U64, u32 => 
 /// integers must be exact and in range, [`Bool`] takes `true`/`false` or 0/1.
 pub trait FromScalar: Sized {
     fn from_scalar(s: Scalar) -> Option<Self>;
+    /// The value as a scalar, exactly (floats as `F64`, signed integers as `I64`, unsigned
+    /// ones as `U64`): what an op that runs as a program passes for it.
+    fn to_scalar(&self) -> Scalar;
 }
 
 macro_rules! float_from_scalar {
@@ -279,14 +282,20 @@ macro_rules! float_from_scalar {
                     Scalar::Bool(b) => <$t as CastFrom<Bool>>::cast_from(Bool::from(b)),
                 })
             }
+            fn to_scalar(&self) -> Scalar {
+                Scalar::F64(<f64 as CastFrom<$t>>::cast_from(*self))
+            }
         }
     )*};
 }
 float_from_scalar!(f64, f32, f16, bf16);
 
 macro_rules! int_from_scalar {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $v:ident),*) => {$(
         impl FromScalar for $t {
+            fn to_scalar(&self) -> Scalar {
+                Scalar::$v((*self).into())
+            }
             fn from_scalar(s: Scalar) -> Option<Self> {
                 match s {
                     Scalar::I64(x) => <$t>::try_from(x).ok(),
@@ -302,7 +311,7 @@ macro_rules! int_from_scalar {
         }
     )*};
 }
-int_from_scalar!(i32, i64, u32, u8);
+int_from_scalar!(i32 => I64, i64 => I64, u32 => U64, u8 => U64);
 
 impl FromScalar for Bool {
     fn from_scalar(s: Scalar) -> Option<Self> {
@@ -312,6 +321,39 @@ impl FromScalar for Bool {
             Scalar::U64(x @ 0..=1) => Some(Bool(x as u8)),
             _ => None,
         }
+    }
+    fn to_scalar(&self) -> Scalar {
+        Scalar::Bool(self.get())
+    }
+}
+
+/// An op's scalars, in the order of [`FromScalars::SCALARS`] (at most
+/// [`ScalarList::CAPACITY`], the scalars an [`OpValue`] has room for).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ScalarList {
+    values: [Scalar; ScalarList::CAPACITY],
+    len: usize,
+}
+
+impl ScalarList {
+    pub const CAPACITY: usize = 8;
+    /// No scalars.
+    pub const EMPTY: ScalarList = ScalarList {
+        values: [Scalar::Bool(false); ScalarList::CAPACITY],
+        len: 0,
+    };
+
+    /// The list of `values` (a compile-time error past [`CAPACITY`](Self::CAPACITY)).
+    pub fn new<const N: usize>(values: [Scalar; N]) -> Self {
+        const { assert!(N <= ScalarList::CAPACITY) };
+        let mut list = ScalarList::EMPTY;
+        list.values[..N].copy_from_slice(&values);
+        list.len = N;
+        list
+    }
+
+    pub fn as_slice(&self) -> &[Scalar] {
+        &self.values[..self.len]
     }
 }
 
@@ -323,6 +365,13 @@ pub trait FromScalars: Sized {
     const SCALARS: &'static [&'static str] = &[];
     /// The op, or `None` when `s` has the wrong length or a value does not convert.
     fn from_scalars(s: &[Scalar]) -> Option<Self>;
+    /// The op's scalars, in the order of [`SCALARS`](Self::SCALARS), each exactly as the op
+    /// holds it: what the op's expression program reads where the op runs as a program (a
+    /// `kernels!` line marked `@program`). Ops with scalars implement it; the default is
+    /// none.
+    fn to_scalars(&self) -> ScalarList {
+        ScalarList::EMPTY
+    }
 }
 
 impl<T: FromScalar> FromScalars for Clamp<T> {
@@ -336,6 +385,9 @@ impl<T: FromScalar> FromScalars for Clamp<T> {
             _ => None,
         }
     }
+    fn to_scalars(&self) -> ScalarList {
+        ScalarList::new([self.lo.to_scalar(), self.hi.to_scalar()])
+    }
 }
 impl<T: FromScalar> FromScalars for Fill<T> {
     const SCALARS: &'static [&'static str] = &["value"];
@@ -344,6 +396,9 @@ impl<T: FromScalar> FromScalars for Fill<T> {
             [v] => Some(Fill(T::from_scalar(v)?)),
             _ => None,
         }
+    }
+    fn to_scalars(&self) -> ScalarList {
+        ScalarList::new([self.0.to_scalar()])
     }
 }
 macro_rules! with_scalar {
@@ -356,6 +411,9 @@ macro_rules! with_scalar {
                     _ => None,
                 }
             }
+            fn to_scalars(&self) -> ScalarList {
+                ScalarList::new([self.s.to_scalar()])
+            }
         }
     )*};
 }
@@ -366,6 +424,9 @@ macro_rules! wrapper {
             const SCALARS: &'static [&'static str] = Op::SCALARS;
             fn from_scalars(s: &[Scalar]) -> Option<Self> {
                 Op::from_scalars(s).map($op)
+            }
+            fn to_scalars(&self) -> ScalarList {
+                self.0.to_scalars()
             }
         }
     )*};
@@ -444,6 +505,20 @@ pub fn build<Op: FromScalars + Copy>(s: &[Scalar]) -> Option<OpValue> {
 pub struct Builder {
     pub scalars: &'static [&'static str],
     pub build: fn(&[Scalar]) -> Option<OpValue>,
+    /// The scalars of an op value ([`FromScalars::to_scalars`]).
+    ///
+    /// # Safety
+    /// The value was built by this builder's `build`.
+    pub scalars_of: unsafe fn(&OpValue) -> ScalarList,
+}
+
+/// [`Builder::scalars_of`] of `Op`.
+///
+/// # Safety
+/// `v` was written by [`build::<Op>`].
+unsafe fn scalars_of<Op: FromScalars + Copy>(v: &OpValue) -> ScalarList {
+    // SAFETY: the caller's.
+    unsafe { v.get::<Op>() }.to_scalars()
 }
 
 #[doc(hidden)]
@@ -457,6 +532,7 @@ impl<Op: FromScalars + Copy> ViaScalars for Probe<Op> {
         Some(Builder {
             scalars: Op::SCALARS,
             build: build::<Op>,
+            scalars_of: scalars_of::<Op>,
         })
     }
 }
@@ -467,6 +543,31 @@ pub trait WithoutScalars {
     }
 }
 impl<Op> WithoutScalars for &Probe<Op> {}
+/// The scalars of an op value that runs as a program (the `@program` lines of `kernels!`):
+/// its [`FromScalars::to_scalars`], none for an op without [`FromScalars`] (which must then
+/// be zero-sized: a compile-time error otherwise, since its value would be dropped).
+#[doc(hidden)]
+pub trait ViaToScalars<Op> {
+    fn scalars_of(&self, op: &Op) -> ScalarList;
+}
+impl<Op: FromScalars> ViaToScalars<Op> for Probe<Op> {
+    fn scalars_of(&self, op: &Op) -> ScalarList {
+        op.to_scalars()
+    }
+}
+#[doc(hidden)]
+pub trait WithoutToScalars<Op> {
+    fn scalars_of(&self, _: &Op) -> ScalarList {
+        const {
+            assert!(
+                size_of::<Op>() == 0,
+                "an @program line's op that is not zero-sized implements FromScalars: its program reads the op's scalars"
+            )
+        };
+        ScalarList::EMPTY
+    }
+}
+impl<Op> WithoutToScalars<Op> for &Probe<Op> {}
 #[doc(hidden)]
 pub trait ViaAccuracy {
     fn tolerance(&self) -> Option<Tolerance>;

@@ -264,6 +264,9 @@ macro_rules! fused {
                     _ => None,
                 }
             }
+            fn to_scalars(&self) -> $crate::dispatch::ScalarList {
+                $crate::dispatch::ScalarList::new([$(<$T as $crate::dispatch::FromScalar>::to_scalar(&self.$s)),*])
+            }
         }
         impl<$T> $crate::ops::Accuracy for $name<$T> {
             /// GPU and CPU evaluate the same expression; libdevice functions and the

@@ -118,6 +118,13 @@ impl KernelNames {
 )]
 pub trait Kernels1<T>: Op1<T> {
     const NAMES: KernelNames;
+    /// The scalars the op's program reads where it runs as one (`NAMES.program`): its
+    /// [`FromScalars::to_scalars`](crate::dispatch::FromScalars::to_scalars); none for
+    /// ops with kernels.
+    #[cfg(not(target_arch = "nvptx64"))]
+    fn program_scalars(&self) -> crate::dispatch::ScalarList {
+        crate::dispatch::ScalarList::EMPTY
+    }
 }
 /// An op instantiated for `apply2` over `(O, A)`.
 #[diagnostic::on_unimplemented(
@@ -126,6 +133,13 @@ pub trait Kernels1<T>: Op1<T> {
 )]
 pub trait Kernels2<O, A>: Op2<O, A> {
     const NAMES: KernelNames;
+    /// The scalars the op's program reads where it runs as one (`NAMES.program`): its
+    /// [`FromScalars::to_scalars`](crate::dispatch::FromScalars::to_scalars); none for
+    /// ops with kernels.
+    #[cfg(not(target_arch = "nvptx64"))]
+    fn program_scalars(&self) -> crate::dispatch::ScalarList {
+        crate::dispatch::ScalarList::EMPTY
+    }
 }
 /// An op instantiated for `apply3` over `(O, A, B)`.
 #[diagnostic::on_unimplemented(
@@ -134,6 +148,13 @@ pub trait Kernels2<O, A>: Op2<O, A> {
 )]
 pub trait Kernels3<O, A, B>: Op3<O, A, B> {
     const NAMES: KernelNames;
+    /// The scalars the op's program reads where it runs as one (`NAMES.program`): its
+    /// [`FromScalars::to_scalars`](crate::dispatch::FromScalars::to_scalars); none for
+    /// ops with kernels.
+    #[cfg(not(target_arch = "nvptx64"))]
+    fn program_scalars(&self) -> crate::dispatch::ScalarList {
+        crate::dispatch::ScalarList::EMPTY
+    }
 }
 /// An op instantiated for `apply4` over `(O, A, B, C)`.
 #[diagnostic::on_unimplemented(
@@ -142,6 +163,13 @@ pub trait Kernels3<O, A, B>: Op3<O, A, B> {
 )]
 pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
     const NAMES: KernelNames;
+    /// The scalars the op's program reads where it runs as one (`NAMES.program`): its
+    /// [`FromScalars::to_scalars`](crate::dispatch::FromScalars::to_scalars); none for
+    /// ops with kernels.
+    #[cfg(not(target_arch = "nvptx64"))]
+    fn program_scalars(&self) -> crate::dispatch::ScalarList {
+        crate::dispatch::ScalarList::EMPTY
+    }
 }
 
 /// Instantiates kernels. Each line: arity, name parts, op type, element types
@@ -158,8 +186,9 @@ pub trait Kernels4<O, A, B, C>: Op4<O, A, B, C> {
 /// `impl Kernels3<f32, f32, f32> for Add` everywhere. A line marked `@program`
 /// (`apply3 [add f32] @program: Add => (f32, f32, f32);`) compiles no kernels: the trait's
 /// names hold the op id (the first name part) and the types, and the host runs that op id's
-/// expression program in their place (the op must be zero-sized: a program sees no op
-/// value). Run-time dispatch lists it as a family and launches the same program. A line
+/// expression program in their place, with the op value's scalars as the program's (an op
+/// with a value implements [`FromScalars`](crate::dispatch::FromScalars), whose scalars are
+/// in the order of the program's `s0`, `s1`). Run-time dispatch lists it as a family and launches the same program. A line
 /// `stencil [lap2 f32]: Laplacian2 => (f32);` instantiates a [stencil](crate::stencil)
 /// (`lap2_f32_s`, `lap2_f32_s64`, tiled `lap2_f32_st`), and `reduce [sum f32]: Sum => (f32);` a
 /// [reduction](crate::reduce) (`sum_f32_r`, `sum_f32_k`, `sum_f32_f`) over one input;
@@ -187,10 +216,6 @@ macro_rules! kernels {
         $crate::kernels!(@program Kernels4 $parts $op; $($t),+);
     };
     (@program $trait:ident [$first:ident $($rest:ident)*] $op:ty; $($t:ty),+) => {
-        const _: () = assert!(
-            ::core::mem::size_of::<$op>() == 0,
-            "an @program line takes a zero-sized op: its program sees no op value"
-        );
         $crate::__register_instance!($trait [$first $($rest)*] $op; [$($t),+]);
         impl $crate::$trait<$($t),+> for $op {
             const NAMES: $crate::KernelNames = $crate::KernelNames::program(
@@ -199,6 +224,15 @@ macro_rules! kernels {
                 concat!(stringify!($first) $(, "_", stringify!($rest))*),
                 &[$(<$t as $crate::Elem>::TYPE),+],
             );
+            // The op value's scalars (`FromScalars`; a zero-sized op without it has none,
+            // and any other op without it fails to compile here).
+            #[cfg(not(target_arch = "nvptx64"))]
+            fn program_scalars(&self) -> $crate::dispatch::ScalarList {
+                #[allow(unused_imports)]
+                use $crate::dispatch::{ViaToScalars as _, WithoutToScalars as _};
+                #[allow(clippy::needless_borrow)]
+                (&$crate::dispatch::Probe::<$op>(::core::marker::PhantomData)).scalars_of(self)
+            }
         }
     };
     (@arity apply1 $parts:tt $op:ty; $t:ty) => {

@@ -25,7 +25,14 @@ macro_rules! typed_apply {
         ) -> Result<()> {
             if let Some(prog) = &Op::NAMES.program {
                 // An op without kernels of its own: its expression program (the same checks).
-                return crate::programs::run(gpu, prog, out, &[$(crate::expr::DeviceArg::from($x)),*]);
+                let scalars = op.program_scalars();
+                return crate::programs::run(
+                    gpu,
+                    prog,
+                    scalars.as_slice(),
+                    out,
+                    &[$(crate::expr::DeviceArg::from($x)),*],
+                );
             }
             let plan: Plan<$n> = plan([out.layout() $(, $x.layout())*], ["out" $(, stringify!($x))*])?;
             check_aliasing(&out.region(gpu, "out")?, &[$($x.region(gpu, stringify!($x))?),*])?;

@@ -465,9 +465,25 @@ impl DynOp {
             unreachable!("programs launch in `launch`")
         };
         let (names, types) = (&instance.names, instance.types);
+        // An op that runs as a program reads the scalars of the op value.
+        let scalars = match (&names.program, (instance.builder)()) {
+            // SAFETY: the op value was built by this instance's builder (`DynOp::new`).
+            (Some(_), Some(b)) => unsafe { (b.scalars_of)(value) },
+            _ => gpu_kernels::dispatch::ScalarList::EMPTY,
+        };
         // SAFETY: the caller vouches for the memory; the op value was built by this
         // instance's builder, so it is the `OpArg` its kernels take.
-        unsafe { launch_raw(gpu, stream, names, value.as_ptr().cast(), types, t) }
+        unsafe {
+            launch_raw(
+                gpu,
+                stream,
+                names,
+                value.as_ptr().cast(),
+                scalars.as_slice(),
+                types,
+                t,
+            )
+        }
     }
 
     /// The CPU twin over raw host pointers, for callers that hold addresses rather than
@@ -985,8 +1001,26 @@ mod tests {
             assert_eq!(prog.types, inst.types, "{}", inst.family());
             assert_eq!(inst.family(), prog.family);
             assert!(inst.names.dn.is_empty() && inst.names.vec.is_empty());
-            let (c, order) =
-                programs::of(prog).unwrap_or_else(|e| panic!("{}: {e}", inst.family()));
+            // The op value of sample scalars (`clamp`'s bounds, `axpy`'s `alpha`, …), and
+            // the scalars the program reads back from it.
+            let b = (inst.builder)().unwrap_or_else(|| panic!("{}: no builder", inst.family()));
+            let sample = match inst.types[0] {
+                F32 | F64 | F16 | BF16 => Scalar::F64(0.5),
+                U32 | U8 => Scalar::U64(3),
+                _ => Scalar::I64(3),
+            };
+            let value = (b.build)(&vec![sample; b.scalars.len()])
+                .unwrap_or_else(|| panic!("{}: not built", inst.family()));
+            // SAFETY: `value` was built by this builder.
+            let scalars = unsafe { (b.scalars_of)(&value) };
+            assert_eq!(
+                scalars.as_slice(),
+                vec![sample; b.scalars.len()],
+                "{}",
+                inst.family()
+            );
+            let (c, order) = programs::of(prog, scalars.as_slice())
+                .unwrap_or_else(|e| panic!("{}: {e}", inst.family()));
             assert_eq!(c.inputs().len(), inst.inputs(), "{}", inst.family());
             let mut read: Vec<usize> = order[..inst.inputs()].to_vec();
             read.sort_unstable();

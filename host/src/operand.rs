@@ -149,7 +149,8 @@ impl<const N: usize> HostOperands<N> {
 
 /// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
 /// against its element type in `types` (output first), plans, checks the aliasing rules and
-/// launches the kernels `names` with the kernel argument `op`.
+/// launches the kernels `names` with the kernel argument `op` (an op without kernels: its
+/// program, with the op value's `scalars`).
 ///
 /// # Safety
 /// The raw API's conditions 1–3 for every tensor and `stream`; `op` points to the `OpArg`
@@ -159,6 +160,7 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
     stream: CUstream,
     names: &KernelNames,
     op: *const c_void,
+    scalars: &[crate::expr::Scalar],
     types: &[ElemType],
     t: [RawTensor<'_>; N],
 ) -> Result<()> {
@@ -166,7 +168,7 @@ pub(crate) unsafe fn launch_raw<const N: usize>(
         // An op without kernels of its own: its expression program, checked and launched
         // as an expression (the same rules).
         // SAFETY: forwarded contract.
-        return unsafe { crate::programs::launch(gpu, stream, prog, &t) };
+        return unsafe { crate::programs::launch(gpu, stream, prog, scalars, &t) };
     }
     let operands: [Operand; N] = std::array::from_fn(|k| OPERANDS[k]);
     let layouts = checked_layouts(types, &t, operands)?;

@@ -11,7 +11,7 @@
 //! kernel image leaves out (`kernels!` lines marked `@program`: [`launch`]).
 
 use crate::error::Error;
-use crate::expr::{Arg, Compiled, Expr, Opcode, ScalarKind};
+use crate::expr::{Arg, Compiled, Expr, Opcode, Scalar, ScalarKind};
 use crate::expr::{DeviceArg, RawTensor};
 use crate::gpu::Gpu;
 use crate::tensor::DeviceTensor;
@@ -332,10 +332,11 @@ pub(crate) fn compiled(
 }
 
 /// The program of an op without kernels (`ProgramOf`: a `kernels!` line marked `@program`),
-/// compiled for its types, from this thread's cache, and the operand each of its inputs reads
-/// (`order[i]`: input `i` of the program, in its order of first appearance, is operand
-/// `1 + order[i]`; `lerp`'s `a + c * (b - a)` reads `a`, `c`, `b`).
-pub(crate) fn of(prog: &ProgramOf) -> Result<(Arc<Compiled>, [usize; 3])> {
+/// compiled for its types and the kinds of the op value's `scalars`, from this thread's
+/// cache, and the operand each of its inputs reads (`order[i]`: input `i` of the program, in
+/// its order of first appearance, is operand `1 + order[i]`; `lerp`'s `a + c * (b - a)`
+/// reads `a`, `c`, `b`).
+pub(crate) fn of(prog: &ProgramOf, scalars: &[Scalar]) -> Result<(Arc<Compiled>, [usize; 3])> {
     // `where_` is the kernels' op id for `where` (a keyword in Rust).
     let entry = find(prog.op).or_else(|| prog.op.strip_suffix('_').and_then(find));
     let (Some(entry), Some((&out, inputs))) = (entry, prog.types.split_first()) else {
@@ -344,7 +345,15 @@ pub(crate) fn of(prog: &ProgramOf) -> Result<(Arc<Compiled>, [usize; 3])> {
             known: OPS.iter().map(|p| p.op).collect::<Vec<_>>().join(", "),
         });
     };
-    let c = compiled(entry, inputs, Some(out), &[])?;
+    if scalars.len() != entry.scalars {
+        return Err(Error::BadScalars {
+            op: entry.op,
+            types: format!("{:?}", prog.types),
+            expected: format!("{} scalar(s)", entry.scalars),
+            got: format!("{scalars:?}"),
+        });
+    }
+    let c = compiled(entry, inputs, Some(out), scalars)?;
     let bad = || Error::InputCount {
         op: entry.op,
         expected: inputs.len(),
@@ -367,22 +376,33 @@ pub(crate) fn of(prog: &ProgramOf) -> Result<(Arc<Compiled>, [usize; 3])> {
     Ok((c, order))
 }
 
+/// The op value's scalars under the program's names (`s0`, `s1`).
+fn named(scalars: &[Scalar]) -> Vec<(&'static str, Scalar)> {
+    SCALARS
+        .iter()
+        .copied()
+        .zip(scalars.iter().copied())
+        .collect()
+}
+
 /// Runs the program of an op without kernels over the typed API's tensors on the gpu's
-/// stream: what `api::apply1`…`apply4` do for such an op (the expression's own checks,
-/// hoisting and tier, as `Compiled::run`).
+/// stream, with the op value's `scalars`: what `api::apply1`…`apply4` do for such an op (the
+/// expression's own checks, hoisting and tier, as `Compiled::run`).
 pub(crate) fn run<O: Elem>(
     gpu: &Gpu,
     prog: &ProgramOf,
+    scalars: &[Scalar],
     out: &mut DeviceTensor<O>,
     inputs: &[DeviceArg<'_>],
 ) -> Result<()> {
-    let (c, order) = of(prog)?;
+    let (c, order) = of(prog, scalars)?;
     let ordered: Vec<DeviceArg<'_>> = order[..inputs.len()].iter().map(|&k| inputs[k]).collect();
-    c.run(gpu, out, &ordered, &[])
+    c.run(gpu, out, &ordered, &named(scalars))
 }
 
 /// Launches the program of an op without kernels over raw tensors (output first) on
-/// `stream`: what the raw API and run-time dispatch do for such an op (as `Compiled::launch`).
+/// `stream`, with the op value's `scalars`: what the raw API and run-time dispatch do for
+/// such an op (as `Compiled::launch`).
 ///
 /// # Safety
 /// As [`raw::apply3`](crate::raw::apply3): every tensor's memory is one live allocation of
@@ -392,9 +412,10 @@ pub(crate) unsafe fn launch(
     gpu: &Gpu,
     stream: CUstream,
     prog: &ProgramOf,
+    scalars: &[Scalar],
     t: &[RawTensor<'_>],
 ) -> Result<()> {
-    let (c, order) = of(prog)?;
+    let (c, order) = of(prog, scalars)?;
     let Some((&out, inputs)) = t.split_first() else {
         return Err(Error::InputCount {
             op: prog.op,
@@ -404,5 +425,5 @@ pub(crate) unsafe fn launch(
     };
     let ordered: Vec<RawTensor<'_>> = order[..inputs.len()].iter().map(|&k| inputs[k]).collect();
     // SAFETY: forwarded contract; the same tensors in the program's input order.
-    unsafe { c.launch(gpu, Some(stream), out, &ordered, &[]) }
+    unsafe { c.launch(gpu, Some(stream), out, &ordered, &named(scalars)) }
 }

@@ -32,6 +32,7 @@ macro_rules! raw_apply {
             $($x: RawTensor<'_>),*
         ) -> Result<()> {
             let stream = stream.unwrap_or_else(|| gpu.stream().cu_stream());
+            let scalars = op.program_scalars();
             let op = OpArg::new(op);
             // SAFETY: the caller's conditions 1–3; the op argument is the `OpArg` of the op
             // whose kernels `Op::NAMES` names, for these element types.
@@ -41,6 +42,7 @@ macro_rules! raw_apply {
                     stream,
                     &Op::NAMES,
                     (&op as *const OpArg<Op>).cast(),
+                    scalars.as_slice(),
                     &[$o::TYPE $(, $t::TYPE)*],
                     [out $(, $x)*],
                 )
