@@ -826,8 +826,8 @@ mod builtin_tests {
         assert_eq!((sin.tolerance)(), Some(crate::ops::Tolerance::Ulp(2)));
         assert_eq!((add.tolerance)(), Some(crate::ops::Tolerance::Exact));
         // Family names are unique within the module, and every apply family is listed: 617
-        // families, 49 of them programs (`@program` lines: no kernels in the image, which
-        // holds the other 568), 40 stencils (10 stencils × 4 float types) and 86 reductions
+        // families, 59 of them programs (`@program` lines: no kernels in the image, which
+        // holds the other 558), 40 stencils (10 stencils × 4 float types) and 86 reductions
         // (6 ops × 8 numeric types, 2 × 9 types (all, any), 3 × 4 float types, 2 maps × 4
         // float types).
         let mut fams: std::vec::Vec<_> = INSTANCES
@@ -843,7 +843,13 @@ mod builtin_tests {
             .iter()
             .filter(|i| i.names.program.is_some())
             .count();
-        assert_eq!(programs, 49);
+        assert_eq!(programs, 59);
+        // A program family whose op carries scalars: its program reads the op's.
+        let clamp = find("clamp", &[F16, F16]).expect("clamp f16");
+        assert_eq!(
+            (clamp.family(), clamp.names.program.map(|p| p.op)),
+            ("clamp_f16", Some("clamp"))
+        );
         let fma = find("fma", &[F32, F32, F32, F32]).expect("fma f32");
         assert_eq!(
             (fma.family(), fma.names.program.map(|p| p.op)),
