@@ -465,12 +465,15 @@ impl DynOp {
             unreachable!("programs launch in `launch`")
         };
         let (names, types) = (&instance.names, instance.types);
-        // An op that runs as a program reads the scalars of the op value.
-        let scalars = match (&names.program, (instance.builder)()) {
-            // SAFETY: the op value was built by this instance's builder (`DynOp::new`).
-            (Some(_), Some(b)) => unsafe { (b.scalars_of)(value) },
-            _ => gpu_kernels::dispatch::ScalarList::EMPTY,
-        };
+        // An op that runs as a program reads the scalars of the op value (a kernel takes
+        // the value itself).
+        let mut scalars = gpu_kernels::dispatch::ScalarList::EMPTY;
+        if names.program.is_some() {
+            if let Some(b) = (instance.builder)() {
+                // SAFETY: the op value was built by this instance's builder (`DynOp::new`).
+                scalars = unsafe { (b.scalars_of)(value) };
+            }
+        }
         // SAFETY: the caller vouches for the memory; the op value was built by this
         // instance's builder, so it is the `OpArg` its kernels take.
         unsafe {
