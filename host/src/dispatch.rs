@@ -278,20 +278,8 @@ impl ProgramOp {
                 got: inputs.len(),
             });
         }
-        if scalars.len() != p.scalars {
-            return Err(Error::BadScalars {
-                op: p.op,
-                types: type_list(inputs),
-                expected: format!("{} scalar(s)", p.scalars),
-                got: format!("{scalars:?}"),
-            });
-        }
         let compiled = programs::compiled(p, inputs, out, scalars)?;
-        let named: Vec<(&'static str, Scalar)> = programs::SCALARS
-            .iter()
-            .copied()
-            .zip(scalars.iter().copied())
-            .collect();
+        let named = programs::named(scalars);
         // Scalars that do not convert (an integer out of its type's range) fail here, once.
         compiled.bind(&named)?;
         Ok(ProgramOp {

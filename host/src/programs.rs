@@ -300,13 +300,23 @@ thread_local! {
 }
 
 /// `p`'s expression compiled for `inputs` (output `out`, or its own type) and scalars of
-/// the kinds of `scalars`, from this thread's cache when it was compiled before.
+/// the kinds of `scalars`, from this thread's cache when it was compiled before; a typed
+/// error when `scalars` is not the op's count.
 pub(crate) fn compiled(
     p: &'static OpProgram,
     inputs: &[ElemType],
     out: Option<ElemType>,
     scalars: &[crate::expr::Scalar],
 ) -> Result<Arc<Compiled>> {
+    if scalars.len() != p.scalars {
+        let names: Vec<&str> = inputs.iter().map(|t| t.name()).collect();
+        return Err(Error::BadScalars {
+            op: p.op,
+            types: format!("({})", names.join(", ")),
+            expected: format!("{} scalar(s)", p.scalars),
+            got: format!("{scalars:?}"),
+        });
+    }
     let mut types = [0u8; 4];
     types[0] = out.map_or(0, |t| t as u8 + 1);
     for (k, t) in types[1..].iter_mut().zip(inputs) {
@@ -345,14 +355,6 @@ pub(crate) fn of(prog: &ProgramOf, scalars: &[Scalar]) -> Result<(Arc<Compiled>,
             known: OPS.iter().map(|p| p.op).collect::<Vec<_>>().join(", "),
         });
     };
-    if scalars.len() != entry.scalars {
-        return Err(Error::BadScalars {
-            op: entry.op,
-            types: format!("{:?}", prog.types),
-            expected: format!("{} scalar(s)", entry.scalars),
-            got: format!("{scalars:?}"),
-        });
-    }
     let c = compiled(entry, inputs, Some(out), scalars)?;
     let bad = || Error::InputCount {
         op: entry.op,
@@ -376,8 +378,8 @@ pub(crate) fn of(prog: &ProgramOf, scalars: &[Scalar]) -> Result<(Arc<Compiled>,
     Ok((c, order))
 }
 
-/// The op value's scalars under the program's names (`s0`, `s1`).
-fn named(scalars: &[Scalar]) -> Vec<(&'static str, Scalar)> {
+/// Scalars under the program's names (`s0`, `s1`), in order.
+pub(crate) fn named(scalars: &[Scalar]) -> Vec<(&'static str, Scalar)> {
     SCALARS
         .iter()
         .copied()
