@@ -202,8 +202,9 @@ fn reduce_cases() -> Vec<ReduceCase> {
         // slots each, 94 blocks); rows of 4103 (f32: four whole passes of the 256 slots
         // on 64 threads, then a partial chunk; u8: one whole pass, then a partial one);
         // rows of 3.5 passes (f32: three whole passes, then half the slots); rows past
-        // `LONG_ROW_CHUNKS` (f32: one slot a thread, two batches of four passes, a pass
-        // of 202 chunks and a partial chunk).
+        // `LONG_ROW_CHUNKS` (f32: two slots a thread, four batches of two passes, a pass
+        // of 202 chunks and a partial chunk), and such rows reversed and with a stride of 2
+        // (element reads, two slots a thread).
         case(
             "short-rows-many-blocks",
             &[3000, 100],
@@ -234,6 +235,22 @@ fn reduce_cases() -> Vec<ReduceCase> {
             c(&[4, 9003]),
             &[1],
             c(&[4]),
+            Some(Rows),
+        ),
+        case(
+            "rows-long-flipped",
+            &[3, 9003],
+            c(&[3, 9003]).flip(1).unwrap(),
+            &[1],
+            c(&[3]),
+            Some(Rows),
+        ),
+        case(
+            "rows-long-step-2",
+            &[2, 36010],
+            c(&[2, 36010]).slice(1, None, None, 2).unwrap(),
+            &[1],
+            c(&[2]),
             Some(Rows),
         ),
         case(
