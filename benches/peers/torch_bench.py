@@ -39,8 +39,8 @@ GROUPS = {
     # the order-free kernel where their vectors are whole.
     "reduce_cols_slot": [f"{op}_{shape}_{name}" for name in ("f32", "f64", "f16", "bf16")
                          for shape in ("dim0", "dim0odd") for op in ("amax", "amin")]
-                        + ["any_dim0odd_Bool", "any_dim0odd_u8", "all_dim0odd_f16", "any_dim0odd_f16",
-                           "all_dim0odd_bf16", "any_dim0odd_bf16"]
+                        + ["any_dim0odd_Bool", "all_dim0odd_Bool", "any_dim0odd_u8", "all_dim0odd_u8",
+                           "all_dim0odd_f16", "any_dim0odd_f16", "all_dim0odd_bf16", "any_dim0odd_bf16"]
                         + [f"{op}_dim0odd_u8" for op in ("sum", "amax", "amin", "prod")],
     "reduce_rows_expr": [f"{op}_rows{length}_{name}" for length in (128, 1024, 4096, 32768)
                          for name in ("f32", "bf16") for op in ("sumexp", "sqdev")]
@@ -382,7 +382,7 @@ if want("reduce_cols_slot"):
                           lambda x, o, fn=fn: fn(x, dim=0, out=o))
             del m
     odd = (big, big - 1)
-    for dtype, ops in ((torch.bool, ("any",)), (torch.uint8, ("any",)),
+    for dtype, ops in ((torch.bool, ("any", "all")), (torch.uint8, ("any", "all")),
                        (torch.float16, ("all", "any")), (torch.bfloat16, ("all", "any"))):
         if dtype == torch.bool:
             mk = lambda: torch.randint(0, 64, odd, device=dev) != 0

@@ -271,7 +271,8 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// Whether column reductions of this [`EXACT`](Reduce::EXACT) reduction take the
     /// order-free column kernel ([`exact_cols`]): where it measured faster than the slot
     /// kernel (`benches/RESULTS.md`, `reduce_cols_1b`): `any` of 1- and 2-byte types, `all`
-    /// of 2-byte types, and the folds of `u8`.
+    /// of 2-byte types and (on words, [`BYTE_WORDS`](Reduce::BYTE_WORDS)) of `Bool`, `u8`
+    /// and `i8`, and the folds of `u8`.
     const ORDER_FREE_COLS: bool = false;
     /// Whether those column reductions ([`exact_cols`]) also take the order-free kernel
     /// where rows are not in whole 16-byte vectors, reading elements ([`loose_cols`]), where
@@ -285,6 +286,29 @@ pub trait Reduce<T>: Copy + Send + Sync {
     /// slower: `all` of 4-byte and `any` of 8-byte types (0.91-0.98x, `benches/NOTES.md`,
     /// "Build time"). The plain form costs the nvptx build its time.
     const PLAIN_COLS: bool = false;
+    /// Whether the order-free column kernel ([`exact_cols`]) folds this reduction's
+    /// one-byte elements four to a 32-bit word ([`fold_bytes`](Reduce::fold_bytes)) rather
+    /// than one at a time: `all` of `Bool`, `u8`, `i8`, whose truth is a non-zero byte
+    /// (`benches/NOTES.md`, "Columns of one-byte folds"). Only for
+    /// [`EXACT`](Reduce::EXACT) reductions.
+    const BYTE_WORDS: bool = false;
+    /// [`BYTE_WORDS`](Reduce::BYTE_WORDS): the packed accumulator of four columns before
+    /// any element.
+    fn bytes_start(&self) -> u32 {
+        0
+    }
+    /// [`BYTE_WORDS`](Reduce::BYTE_WORDS): folds four packed elements `w` (one a column,
+    /// the first in the low byte) into the packed accumulator `acc`.
+    fn fold_bytes(&self, acc: u32, w: u32) -> u32 {
+        let _ = w;
+        acc
+    }
+    /// [`BYTE_WORDS`](Reduce::BYTE_WORDS): the accumulator of column `l < 4` of a packed
+    /// one (read only where `BYTE_WORDS` holds).
+    fn byte_acc(&self, acc: u32, l: u32) -> Self::Acc {
+        let _ = (acc, l);
+        self.placeholder()
+    }
 }
 
 /// An accumulator as 32-bit words: what a warp shuffle moves (the row kernel's lower tree
@@ -364,12 +388,16 @@ pub trait Source<T, const K: usize>: Copy + Send + Sync {
     /// Whether the column kernel serves this source (see [`Reduce::COLUMNS`]; maps over two
     /// inputs do not: their loads and conversions exceed the registers).
     const COLUMNS: bool;
+    /// Whether the item is the element itself and its reduction folds bytes four to a
+    /// word ([`Reduce::BYTE_WORDS`]).
+    const BYTE_WORDS: bool = false;
 }
 
 impl<T: Copy, R: Reduce<T>> Source<T, 1> for R {
     type Item = T;
     type R = R;
     const COLUMNS: bool = R::COLUMNS;
+    const BYTE_WORDS: bool = R::BYTE_WORDS && core::mem::size_of::<T>() == 1;
     #[inline(always)]
     fn reduction(&self) -> R {
         *self
@@ -675,14 +703,30 @@ impl Truth for Bool {
 }
 
 macro_rules! truth_reduce {
-    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat, loose_cols: $loose:expr, plain_cols: $plain:pat) => {
+    ($op:ident, $empty:literal, |$a:ident, $b:ident| $combine:expr, order_free_cols: $sizes:pat, loose_cols: $loose:expr, plain_cols: $plain:pat, byte_words: $bytes:tt) => {
         impl<T: Truth> Reduce<T> for $op {
             type Acc = bool;
             type Out = Bool;
             const EXACT: bool = true;
-            const ORDER_FREE_COLS: bool = matches!(core::mem::size_of::<T>(), $sizes);
+            const ORDER_FREE_COLS: bool = matches!(core::mem::size_of::<T>(), $sizes)
+                || <Self as Reduce<T>>::BYTE_WORDS;
             const LOOSE_COLS: bool = $loose;
             const PLAIN_COLS: bool = matches!(core::mem::size_of::<T>(), $plain);
+            // Types whose truth is a non-zero byte (not the 8-bit floats: -0 is false).
+            const BYTE_WORDS: bool = truth_reduce!(@bytes $bytes)
+                && matches!(T::TYPE, ElemType::Bool | ElemType::U8 | ElemType::I8);
+            #[inline(always)]
+            fn bytes_start(&self) -> u32 {
+                truth_reduce!(@start $bytes)
+            }
+            #[inline(always)]
+            fn fold_bytes(&self, acc: u32, w: u32) -> u32 {
+                truth_reduce!(@fold $bytes acc, w)
+            }
+            #[inline(always)]
+            fn byte_acc(&self, acc: u32, l: u32) -> bool {
+                truth_reduce!(@lane $bytes acc, l)
+            }
             #[inline(always)]
             fn first(&self, x: T, _i: u32) -> bool {
                 x.truth()
@@ -709,18 +753,32 @@ macro_rules! truth_reduce {
             }
         }
     };
+    (@bytes false) => { false };
+    (@bytes all) => { true };
+    (@start false) => { 0 };
+    // Every column true.
+    (@start all) => { u32::MAX };
+    (@fold false $acc:ident, $w:ident) => { $acc | $w };
+    // Each byte's high bit: whether it is non-zero (`(b & 0x7f) + 0x7f` carries into bit 7
+    // for any non-zero low bits and never out of the byte); the columns' `and`.
+    (@fold all $acc:ident, $w:ident) => {
+        $acc & ((($w & 0x7f7f_7f7f) + 0x7f7f_7f7f) | $w)
+    };
+    (@lane false $acc:ident, $l:ident) => { ($acc >> (8 * $l)) & 0xff != 0 };
+    (@lane all $acc:ident, $l:ident) => { ($acc >> (8 * $l + 7)) & 1 != 0 };
 }
 // The order-free column kernel measured slower than the slot kernel for `all` of 1-byte
-// types (16 compares a row-vector, 0.90×) and of 4- and 8-byte types (0.90–0.96×; `any`
-// 0.95–0.996×), faster for the others (1.15–3.7×; `benches/NOTES.md`).
+// types folded one at a time (16 compares a row-vector, 0.90×; on packed words 1.6×:
+// `byte_words`) and of 4- and 8-byte types (0.90–0.96×; `any` 0.95–0.996×), faster for the
+// others (1.15–3.7×; `benches/NOTES.md`).
 // The slot kernel's loops compiled with only their live copies measured 0.96-0.98x for `all`
 // of 4-byte types and 0.91x for `any` of `i64`: those keep the plain form.
 // Over rows that are not whole vectors, the order-free kernel's element reads measured
 // 3.4× the slot kernel's for `all` of `bf16` (and its vector kernel 1.7×, without the slot
 // kernel's registers beside it), 0.93–0.96× for the other 2-byte folds; one-byte types keep
 // the slot kernel there (registers).
-truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2, loose_cols: matches!(T::TYPE, ElemType::BF16), plain_cols: 4);
-truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, loose_cols: false, plain_cols: 8);
+truth_reduce!(All, true, |a, b| a & b, order_free_cols: 2, loose_cols: matches!(T::TYPE, ElemType::BF16), plain_cols: 4, byte_words: all);
+truth_reduce!(Any, false, |a, b| a | b, order_free_cols: 1..=2, loose_cols: false, plain_cols: 8, byte_words: false);
 
 /// Sizes and strides of one reduction launch, passed by value to its kernels.
 ///
@@ -1509,6 +1567,15 @@ mod gpu {
             })
         };
         let mut acc = [op.placeholder(); E];
+        // One input of one-byte elements whose reduction folds them four to a word: `E`
+        // (16) columns in four packed accumulators (the reduction is exact: any order).
+        let bytes = S::BYTE_WORDS && K == 1 && E == 16 && core::mem::size_of::<T>() == 1;
+        let mut packed = [op.bytes_start(); 4];
+        let fold_packed = |packed: &mut [u32; 4], v: &[[T; E]; K]| {
+            // SAFETY: `bytes`: `v[0]` is 16 one-byte elements, the four words' bytes.
+            let w: [u32; 4] = unsafe { core::mem::transmute_copy(&v[0]) };
+            unrolled!(4, |q| { packed[q] = op.fold_bytes(packed[q], w[q]) });
+        };
         // Folds row `j` of the thread's piece `t`, values `v`, into every column. (LLVM
         // inlines it at each call; the same fold written as a macro made rustc's work on
         // the 22 instances take twice as long.)
@@ -1535,7 +1602,12 @@ mod gpu {
             unrolled!(const B / exact_piece(W), |b| {
                 unrolled!(const exact_piece(W), |j| {
                     // SAFETY: the loop above wrote every `v[b * p + j]`.
-                    fold(&mut acc, unsafe { &v[b * p + j].assume_init() }, t + b as u32, j);
+                    let x = unsafe { &v[b * p + j].assume_init() };
+                    if bytes {
+                        fold_packed(&mut packed, x);
+                    } else {
+                        fold(&mut acc, x, t + b as u32, j);
+                    }
                 });
             });
             t += nb as u32;
@@ -1547,11 +1619,19 @@ mod gpu {
                 let ptr = piece(q);
                 unrolled!(const exact_piece(W), |j| {
                     if q * pw + (j as u32) < len {
-                        fold(&mut acc, &read(&ptr, j), t + b as u32, j);
+                        if bytes {
+                            fold_packed(&mut packed, &read(&ptr, j));
+                        } else {
+                            fold(&mut acc, &read(&ptr, j), t + b as u32, j);
+                        }
                     }
                 });
             }
         });
+        if bytes {
+            // Column `l`'s accumulator is byte `l % 4` of word `l / 4` (little-endian).
+            unrolled!(const E, |l| { acc[l] = op.byte_acc(packed[l / 4], (l % 4) as u32) });
+        }
         let sm = shared_base() as *mut AccOf<S, T, K>;
         // Thread `(x, y)`'s column `l` at `y * EXACT_LANES * E + x * E + l`.
         let at = |yy: u32, l: usize| ((yy * EXACT_LANES + x) * E as u32) as usize + l;
@@ -2040,7 +2120,10 @@ mod tests {
         // measured faster.
         assert!(exact_cols::<Any, Bool, 1>() && exact_cols::<Any, u8, 1>());
         assert!(exact_cols::<Any, bf16, 1>() && exact_cols::<All, f16, 1>());
-        assert!(!exact_cols::<All, Bool, 1>() && !exact_cols::<All, u8, 1>());
+        // `all` of `Bool`, `u8` and `i8` there too, four columns to a word.
+        assert!(exact_cols::<All, Bool, 1>() && exact_cols::<All, u8, 1>());
+        const { assert!(<All as Source<i8, 1>>::BYTE_WORDS && <All as Source<u8, 1>>::BYTE_WORDS) };
+        const { assert!(!<Any as Source<u8, 1>>::BYTE_WORDS && !<All as Source<f16, 1>>::BYTE_WORDS) };
         assert!(!exact_cols::<Any, i64, 1>() && !exact_cols::<All, f32, 1>());
         assert!(exact_cols::<Sum, u8, 1>() && exact_cols::<Prod, u8, 1>());
         assert!(exact_cols::<Amin, u8, 1>() && exact_cols::<Amax, u8, 1>());
@@ -2058,6 +2141,52 @@ mod tests {
         // One 16-byte vector a thread.
         assert_eq!([1, 2, 4, 8].map(exact_vec), [16, 8, 4, 2]);
         assert_eq!([16, 8, 4, 2].map(exact_piece), [8, 8, 4, 2]);
+    }
+
+    #[test]
+    fn packed_bytes_fold_as_their_columns() {
+        // Every byte value in every column, beside other values: the packed fold and
+        // column read give the column-by-column fold of the elements' truth.
+        fn check<R: Reduce<u8, Acc = bool> + Reduce<Bool, Acc = bool>>(op: R) {
+            let mut state = 0x9e37_79b9u32;
+            let mut next = || {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state
+            };
+            for b in 0..=255u32 {
+                for l in 0..4 {
+                    let rows = [
+                        next() & !(0xff << (8 * l)) | b << (8 * l),
+                        next(),
+                        next() | 0x0101_0101,
+                    ];
+                    let mut packed = Reduce::<u8>::bytes_start(&op);
+                    for &w in &rows {
+                        packed = Reduce::<u8>::fold_bytes(&op, packed, w);
+                    }
+                    for c in 0..4u32 {
+                        let column = rows.map(|w| (w >> (8 * c)) as u8);
+                        let want = column[1..]
+                            .iter()
+                            .fold(op.first(column[0], 0), |a, &x| op.fold(a, x, 0));
+                        assert_eq!(
+                            Reduce::<u8>::byte_acc(&op, packed, c),
+                            want,
+                            "{rows:x?} column {c}"
+                        );
+                        let bools = column.map(|x| Bool((x != 0) as u8));
+                        let want = bools[1..]
+                            .iter()
+                            .fold(op.first(bools[0], 0), |a, &x| op.fold(a, x, 0));
+                        assert_eq!(Reduce::<u8>::byte_acc(&op, packed, c), want);
+                    }
+                }
+            }
+        }
+        check(All);
+        check(Any);
     }
 
     #[test]

@@ -219,7 +219,9 @@ const GROUPS: &[(&str, &[&str])] = &[
             "amax_dim0odd_bf16",
             "amin_dim0odd_bf16",
             "any_dim0odd_Bool",
+            "all_dim0odd_Bool",
             "any_dim0odd_u8",
+            "all_dim0odd_u8",
             "all_dim0odd_f16",
             "any_dim0odd_f16",
             "all_dim0odd_bf16",
@@ -1503,7 +1505,7 @@ fn u8_col_folds(gpu: &Gpu, m: &Operand<u8>, shape: &str) -> Result<()> {
 /// float `amax` and `amin`, dim 0 of a random `big × big` matrix (whole vectors) and of a
 /// `big × (big - 1)` one (element reads), per type; then the `big × (big - 1)` matrices of
 /// the one-byte folds that take the order-free kernel where their vectors are whole (`any`
-/// of 1- and 2-byte types, `all` of 2-byte ones, the folds of `u8`).
+/// and `all` of 1- and 2-byte types, the folds of `u8`).
 fn cols_slot(bench: &Bench) -> Result<()> {
     use strided_apply::gpu_kernels::elem::Bool;
     use strided_apply::gpu_kernels::reduce::{All, Amin, Any};
@@ -1526,8 +1528,10 @@ fn cols_slot(bench: &Bench) -> Result<()> {
     let case = |op: &str, t: &str| format!("{op}_dim0odd_{t}");
     let m = dense(&[big, odd], 75, |x| Bool(((x >> 40) % 64 != 0) as u8))?;
     bench_reduce(gpu, &case("any", "Bool"), Any, &[odd], [&m], &[0], Bool(7))?;
+    bench_reduce(gpu, &case("all", "Bool"), All, &[odd], [&m], &[0], Bool(7))?;
     let m = dense(&[big, odd], 76, |x| (x >> 40) as u8)?;
     bench_reduce(gpu, &case("any", "u8"), Any, &[odd], [&m], &[0], Bool(7))?;
+    bench_reduce(gpu, &case("all", "u8"), All, &[odd], [&m], &[0], Bool(7))?;
     let m = dense(&[big, odd], 77, rand_f16)?;
     bench_reduce(gpu, &case("all", "f16"), All, &[odd], [&m], &[0], Bool(7))?;
     bench_reduce(gpu, &case("any", "f16"), Any, &[odd], [&m], &[0], Bool(7))?;
