@@ -1,6 +1,7 @@
 //! GPU tests, one module per topic: pointwise ops against the CPU twin (`apply`), 16-bit
 //! floats (`narrow`), the framework paths (`dispatch`), reductions (`reduce`), stencils
-//! (`stencil`), expressions on the interpreter's kernels (`expr`), typed errors that need a device (`errors`), device memory and 64-bit
+//! (`stencil`), expressions on the interpreter's kernels (`expr`), tier 1 (`tier1`) and its
+//! disk cache across processes (`cache`), typed errors that need a device (`errors`), device memory and 64-bit
 //! indexing (`memory`), threads under load (`load`). The runner (`harness`) reports each
 //! test by name; without a GPU every test is reported as skipped, and with
 //! `STRIDED_APPLY_REQUIRE_GPU=1` that is a failure.
@@ -9,6 +10,7 @@
 mod common;
 
 mod apply;
+mod cache;
 mod dispatch;
 mod errors;
 mod expr;
@@ -31,7 +33,18 @@ const BIG: [&str; 3] = [
 ];
 
 fn main() {
-    let tests: [GpuTest; 39] = [
+    // A child process of the disk cache's test (`cache`): its work alone.
+    if let Some(out) = std::env::var_os(cache::CHILD) {
+        match cache::child(std::path::Path::new(&out)) {
+            Ok(line) => println!("{line}"),
+            Err(e) => {
+                eprintln!("cache test child: {e}");
+                std::process::exit(2);
+            }
+        }
+        return;
+    }
+    let tests: [GpuTest; 40] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -127,6 +140,10 @@ fn main() {
         ),
         ("gpu_expr_tier1_graph_capture", tier1::graph_capture),
         ("gpu_expr_tier1_failures", tier1::failures),
+        (
+            "gpu_expr_tier1_damaged_cache_files_fresh_processes",
+            cache::damaged_entries,
+        ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),
         ("gpu_64bit_index_u8_3gib", memory::index64_u8_3gib),

@@ -38,6 +38,7 @@
 
 mod ast;
 pub(crate) mod device;
+mod disk_cache;
 mod hoist;
 mod lower;
 mod parse;
@@ -58,10 +59,11 @@ pub use strided_apply_expr::ir::ELEMS;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
 };
-pub use tier1::{
+pub use disk_cache::{
     cache_dir as compiled_cache_dir, clear_cache as clear_compiled_cache,
-    launches as tier1_launches, Tier,
+    damaged_entries as damaged_cache_entries,
 };
+pub use tier1::{launches as tier1_launches, Tier};
 
 use crate::error::{Error, Result};
 use gpu_kernels::elem::ElemType;

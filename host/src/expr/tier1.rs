@@ -5,7 +5,7 @@
 //! to a cubin (`cuLinkCreate`, `cuLinkAddData`, `cuLinkComplete`: no NVRTC, no toolkit).
 //! Compiled kernels are kept per context, keyed by the program (its constants are
 //! parameters, so a new scalar value compiles nothing) and the shape, and their cubins on
-//! disk ([`cache_dir`]), keyed by the kernel's text, the expression image, the device and
+//! disk ([`disk_cache`], verified before the driver sees them), keyed by the kernel's text, the expression image, the device and
 //! the driver: a new process loads them in about a millisecond.
 //!
 //! `STRIDED_APPLY_EXPR_TIER` picks the tier ([`Tier`]): unset, the first launch of an
@@ -13,10 +13,11 @@
 //! its cubin is on disk, runs compiled at once), and later launches run compiled once it is
 //! ready; `0` always interprets; `1` compiles on the calling thread and waits. A compile that
 //! fails leaves that expression on tier 0 (logged once), or with `1` is an error; a cache file
-//! that does not load is deleted and compiled again. While a stream is being captured into a
+//! that is damaged or does not load is deleted and compiled again. While a stream is being captured into a
 //! CUDA graph, no compile starts and no cubin is loaded (whatever the tier): a capture records
 //! tier 1 only for an expression and layout compiled before it, the interpreter otherwise.
 
+use super::disk_cache::{self, cache_dir, hash128};
 use super::ptx::{self, Shape};
 use crate::error::{Error, Result};
 use crate::gpu::{Gpu, LaunchShape};
@@ -323,111 +324,16 @@ fn cache_file(text: &str, job: &Job) -> Option<std::path::PathBuf> {
     Some(dir.join(format!("{}.cubin", hash128(&parts))))
 }
 
-/// A 128-bit hash of `parts` (two FNV-1a passes of different seeds, each part ended by a
-/// byte no UTF-8 text holds), as 32 hex digits.
-fn hash128(parts: &[&[u8]]) -> String {
-    let hash = |seed: u64| {
-        parts.iter().fold(seed, |h, p| {
-            p.iter().chain(&[0xffu8]).fold(h, |h, &b| {
-                (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3)
-            })
-        })
-    };
-    format!(
-        "{:016x}{:016x}",
-        hash(0xcbf2_9ce4_8422_2325),
-        hash(0x6c62_272e_07bb_0142)
-    )
-}
-
-/// Where compiled expressions' cubins are kept: `STRIDED_APPLY_EXPR_CACHE` (a folder, or
-/// `0` for none), else `$XDG_CACHE_HOME/strided-apply/tier1` or
-/// `$HOME/.cache/strided-apply/tier1`. Bounded to `STRIDED_APPLY_EXPR_CACHE_MB` megabytes
-/// (default 256; the oldest files go first); [`clear_cache`] empties it.
-pub fn cache_dir() -> Option<std::path::PathBuf> {
-    use std::path::PathBuf;
-    match std::env::var_os("STRIDED_APPLY_EXPR_CACHE") {
-        Some(v) if v == "0" || v.is_empty() => None,
-        Some(v) => Some(PathBuf::from(v)),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
-            .map(|d| d.join("strided-apply").join("tier1")),
-    }
-}
-
-/// Deletes every cached cubin ([`cache_dir`]): how many.
-pub fn clear_cache() -> std::io::Result<usize> {
-    let Some(dir) = cache_dir() else { return Ok(0) };
-    let mut n = 0;
-    match std::fs::read_dir(&dir) {
-        Ok(rd) => {
-            for e in rd.flatten() {
-                if e.path().extension().is_some_and(|x| x == "cubin") {
-                    std::fs::remove_file(e.path())?;
-                    n += 1;
-                }
-            }
-            Ok(n)
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(0),
-        Err(e) => Err(e),
-    }
-}
-
-fn cache_limit() -> u64 {
-    std::env::var("STRIDED_APPLY_EXPR_CACHE_MB")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .unwrap_or(256)
-        << 20
-}
-
-/// Writes a cubin into the cache (through a temporary file and a rename, so a reader never
-/// sees half a file), then trims the cache to its bound. Failures (a full disk, a
-/// read-only folder) only mean no cache: logged once.
-fn store(path: &std::path::Path, cubin: &[u8]) {
-    let write = || -> std::io::Result<()> {
-        let dir = path.parent().unwrap_or(std::path::Path::new("."));
-        std::fs::create_dir_all(dir)?;
-        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-        std::fs::write(&tmp, cubin)?;
-        std::fs::rename(&tmp, path)?;
-        let mut files: Vec<(std::time::SystemTime, u64, std::path::PathBuf)> =
-            std::fs::read_dir(dir)?
-                .flatten()
-                .filter(|e| e.path().extension().is_some_and(|x| x == "cubin"))
-                .filter_map(|e| {
-                    let m = e.metadata().ok()?;
-                    Some((m.modified().ok()?, m.len(), e.path()))
-                })
-                .collect();
-        let mut total: u64 = files.iter().map(|f| f.1).sum();
-        files.sort();
-        for (_, len, f) in files {
-            if total <= cache_limit() {
-                break;
-            }
-            if std::fs::remove_file(&f).is_ok() {
-                total -= len;
-            }
-        }
-        Ok(())
-    };
-    if let Err(e) = write() {
-        log_once(&format!(
-            "compiled expressions are not cached: {} is not writable: {e}",
-            path.display()
-        ));
-    }
-}
-
-/// A cubin from the cache as a loaded kernel; a file that does not load is deleted.
+/// A cubin from the cache as a loaded kernel: only a verified entry reaches the driver
+/// ([`disk_cache::read`] deletes a damaged one). One that the driver still refuses (a
+/// cubin of another driver's making under the same name) is deleted too.
 fn load_cached(job: &Job, path: &std::path::Path) -> Option<CudaFunction> {
-    let bytes = std::fs::read(path).ok()?;
+    let disk_cache::Read::Hit(cubin) = disk_cache::read(path) else {
+        return None;
+    };
     let f = job
         .ctx
-        .load_module(cudarc::nvrtc::Ptx::from_binary(bytes))
+        .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
         .ok()
         .and_then(|m| m.load_function(ptx::KERNEL).ok());
     if f.is_none() {
@@ -507,7 +413,12 @@ fn compile(
     }
     let cubin = link(&job.ctx, &text)?;
     if let Some(path) = path {
-        store(path, &cubin);
+        if let Err(e) = disk_cache::store(path, &cubin) {
+            log_once(&format!(
+                "compiled expressions are not cached: {} is not writable: {e}",
+                path.display()
+            ));
+        }
     }
     // `STRIDED_APPLY_EXPR_DUMP=DIR`: each compiled kernel's PTX and cubin, for reading
     // the generated code (`cuobjdump -sass`); best effort.
