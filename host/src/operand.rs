@@ -1,7 +1,7 @@
 //! Operands whose element type is known only at run time: [`RawTensor`] (a framework's
 //! device memory) and, for the CPU twin of run-time dispatch and of expressions,
-//! [`HostTensor`] and [`HostTensorMut`] (host bytes); their checks, the launch that the raw API and
-//! run-time dispatch share, and the lookup of a family named at run time.
+//! [`HostTensor`] and [`HostTensorMut`] (host bytes); their checks, the kernel launch that the
+//! raw API and run-time dispatch share, and the lookup of a family named at run time.
 
 use crate::alias::{check_aliasing, Region};
 use crate::error::{Error, Operand, Result};
@@ -147,29 +147,22 @@ impl<const N: usize> HostOperands<N> {
     }
 }
 
-/// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
-/// against its element type in `types` (output first), plans, checks the aliasing rules and
-/// launches the kernels `names` with the kernel argument `op` (an op without kernels: its
-/// program, with the op value's `scalars`).
+/// The kernel launch of the raw launch (`programs::launch_raw`, which the typed raw API and
+/// run-time dispatch share): checks every tensor against its element type in `types`
+/// (output first), plans, checks the aliasing rules and launches the kernels `names` with
+/// the kernel argument `op`.
 ///
 /// # Safety
 /// The raw API's conditions 1–3 for every tensor and `stream`; `op` points to the `OpArg`
 /// of the op whose kernels `names` names, for the element types `types`.
-pub(crate) unsafe fn launch_raw<const N: usize>(
+pub(crate) unsafe fn launch_kernels<const N: usize>(
     gpu: &Gpu,
     stream: CUstream,
     names: &KernelNames,
     op: *const c_void,
-    scalars: &[crate::expr::Scalar],
     types: &[ElemType],
     t: [RawTensor<'_>; N],
 ) -> Result<()> {
-    if let Some(prog) = &names.program {
-        // An op without kernels of its own: its expression program, checked and launched
-        // as an expression (the same rules).
-        // SAFETY: forwarded contract.
-        return unsafe { crate::programs::launch(gpu, stream, prog, scalars, &t) };
-    }
     let operands: [Operand; N] = std::array::from_fn(|k| OPERANDS[k]);
     let layouts = checked_layouts(types, &t, operands)?;
     let plan: Plan<N> = plan(std::array::from_fn(|k| &layouts[k]), operands)?;

@@ -8,18 +8,21 @@
 //!
 //! [`OPS`] is the one list: adding an op id here makes it run over every type combination
 //! of the expression language. The typed API runs the same programs for the ops that the
-//! kernel image leaves out (`kernels!` lines marked `@program`: [`launch`]).
+//! kernel image leaves out (`kernels!` lines marked `@program`: [`launch`]), and the raw
+//! launch that the raw API and run-time dispatch share ([`launch_raw`]) sends such an op to
+//! its program, every other op to its kernels.
 
 use crate::error::Error;
-use crate::expr::{Arg, Compiled, Expr, Opcode, Scalar, ScalarKind};
-use crate::expr::{DeviceArg, RawTensor};
+use crate::expr::{Arg, Compiled, DeviceArg, Expr, Opcode, Scalar, ScalarKind};
 use crate::gpu::Gpu;
+use crate::operand::{launch_kernels, RawTensor};
 use crate::tensor::DeviceTensor;
 use crate::Result;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::elem::ElemType;
-use gpu_kernels::{Elem, ProgramOf};
+use gpu_kernels::{Elem, KernelNames, ProgramOf};
 use std::cell::RefCell;
+use std::ffi::c_void;
 use std::sync::Arc;
 
 /// An op id's expression: over inputs `a`, `b`, `c` (in that order, as the op's operands
@@ -428,4 +431,31 @@ pub(crate) unsafe fn launch(
     let ordered: Vec<RawTensor<'_>> = order[..inputs.len()].iter().map(|&k| inputs[k]).collect();
     // SAFETY: forwarded contract; the same tensors in the program's input order.
     unsafe { c.launch(gpu, Some(stream), out, &ordered, &named(scalars)) }
+}
+
+/// The raw launch shared by the typed raw API and run-time dispatch: checks every tensor
+/// against its element type in `types` (output first), plans, checks the aliasing rules and
+/// launches the kernels `names` with the kernel argument `op` (an op without kernels: its
+/// program, with the op value's `scalars`).
+///
+/// # Safety
+/// The raw API's conditions 1–3 for every tensor and `stream`; `op` points to the `OpArg`
+/// of the op whose kernels `names` names, for the element types `types`.
+pub(crate) unsafe fn launch_raw<const N: usize>(
+    gpu: &Gpu,
+    stream: CUstream,
+    names: &KernelNames,
+    op: *const c_void,
+    scalars: &[Scalar],
+    types: &[ElemType],
+    t: [RawTensor<'_>; N],
+) -> Result<()> {
+    if let Some(prog) = &names.program {
+        // An op without kernels of its own: its expression program, checked and launched
+        // as an expression (the same rules).
+        // SAFETY: forwarded contract.
+        return unsafe { launch(gpu, stream, prog, scalars, &t) };
+    }
+    // SAFETY: forwarded contract.
+    unsafe { launch_kernels(gpu, stream, names, op, types, t) }
 }

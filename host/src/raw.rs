@@ -8,8 +8,8 @@
 
 use crate::error::Result;
 use crate::gpu::Gpu;
-use crate::operand::launch_raw;
 pub use crate::operand::RawTensor;
+use crate::programs::launch_raw;
 use cudarc::driver::sys::CUstream;
 use gpu_kernels::apply::OpArg;
 use gpu_kernels::{Elem, Kernels1, Kernels2, Kernels3, Kernels4};
