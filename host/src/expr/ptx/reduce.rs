@@ -23,10 +23,12 @@
 //! Each value is the program's result rounded once to the output type and widened to its
 //! math type (the accumulator type: `f32` for 16-bit floats), as the interpreter's walk.
 
-use super::{elem, prologue, text, Ft, Gen, Program, F32T, F64T, V};
+use super::emit::Gen;
+use super::kernel::{prologue, text};
+use super::types::{elem, Ft, F32T, F64T, V};
 use gpu_kernels::elem::ElemType;
 use std::fmt::Write;
-use strided_apply_expr::ir::Class;
+use strided_apply_expr::ir::{Class, Program};
 use strided_apply_expr::reduce::{chunk, ReduceOp, SLOTS, SLOT_BITS};
 
 /// An expression reduction's group kernel, as [`Shape::Reduce`](super::Shape::Reduce)
