@@ -201,6 +201,7 @@ fn compile_all(dir: &std::path::Path, jobs: Vec<(String, String, u32)>) {
 /// ([`shapes_for`]), for sm_90 (and the first
 /// shape of each expression for sm_70 and sm_80), with the library's stored sm_70 PTX.
 #[test]
+#[ignore = "needs ptxas (scripts/setup-toolchain): scripts/test --toolchain runs it"]
 fn generated_kernels_compile_with_ptxas() {
     let lib = lib();
     let dir = std::env::temp_dir().join(format!("sa-t1-ptxas-{}", std::process::id()));
@@ -236,6 +237,7 @@ fn generated_kernels_compile_with_ptxas() {
 /// slots a thread, for sm_90 (sm_70 and sm_80 on the first expression: the software
 /// maximum and the bf16 rounding without `cvt`).
 #[test]
+#[ignore = "needs ptxas (scripts/setup-toolchain): scripts/test --toolchain runs it"]
 fn generated_reduction_kernels_compile_with_ptxas() {
     use strided_apply_expr::reduce::ReduceOp;
     let lib = lib();
@@ -411,6 +413,7 @@ fn shapes_for(sizes: &[usize]) -> Vec<Shape> {
 /// strided and tiled shapes, for sm_90
 /// (the first shape of each program also for sm_70 and sm_80).
 #[test]
+#[ignore = "needs ptxas (scripts/setup-toolchain): scripts/test --toolchain runs it"]
 fn integer_kernels_compile_with_ptxas() {
     let dir = std::env::temp_dir().join(format!("sa-t1-int-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("a temporary folder");
