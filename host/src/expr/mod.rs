@@ -50,6 +50,10 @@ use crate::operand::HostOperands;
 pub use crate::operand::{HostTensor, HostTensorMut, RawTensor};
 pub use ast::{Expr, Node};
 pub use device::DeviceArg;
+pub use disk_cache::{
+    cache_dir as compiled_cache_dir, clear_cache as clear_compiled_cache,
+    damaged_entries as damaged_cache_entries,
+};
 pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
 pub use parse::{Func, CASTS, FUNCTIONS};
@@ -58,10 +62,6 @@ pub use reduce::ReduceOp;
 pub use strided_apply_expr::ir::ELEMS;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
-};
-pub use disk_cache::{
-    cache_dir as compiled_cache_dir, clear_cache as clear_compiled_cache,
-    damaged_entries as damaged_cache_entries,
 };
 pub use tier1::{launches as tier1_launches, Tier};
 
