@@ -12,6 +12,7 @@
 //! | [`ir`] | the program format: [`Class`] (math types), [`Opcode`], [`Instr`], [`Program`] and its limits |
 //! | [`value`] | element types into their math type and back (the `Cast` op's rules) |
 //! | [`eval`](mod@eval) | the interpreter: `K` lanes at a time, one dispatch per instruction |
+//! | [`kernel`] | the interpreter's GPU kernels, by layout |
 //! | [`reduce`] | reductions of a program's values over axes, in one pass, in the library's order |
 //!
 //! Programs are built and checked by the host (`strided_apply::expr`): the stack depth of
@@ -24,6 +25,7 @@
 pub mod eval;
 pub mod ir;
 pub mod kernel;
+mod paths;
 pub mod reduce;
 pub mod t1lib;
 pub mod value;

@@ -274,7 +274,7 @@ macro_rules! each_fast_input {
 const _: () = assert!(FAST_LOADED == 4);
 
 /// The group kernels by interpreter: the general one, then the fast paths' in the order
-/// of [`FAST_PATHS`](crate::kernel::FAST_PATHS).
+/// of `FAST_PATHS` (the kernels' order).
 pub const GROUP_KERNELS: [&str; 7] = [
     "expr_gr_groups",
     "expr_fr_groups",
@@ -290,8 +290,8 @@ pub const GROUP_KERNELS: [&str; 7] = [
 /// [`FAST_LOADED`] inputs, else the general one.
 pub fn groups_kernel(p: &Program) -> &'static str {
     let out = Class::of(elem_of(p.out));
-    let fast = crate::kernel::fast_path(p).filter(|&i| {
-        out == Some(crate::kernel::FAST_PATHS[i]) && p.n_inputs as usize <= FAST_LOADED
+    let fast = crate::paths::fast_path(p).filter(|&i| {
+        out == Some(crate::paths::FAST_PATHS[i]) && p.n_inputs as usize <= FAST_LOADED
     });
     GROUP_KERNELS[fast.map_or(0, |i| i + 1)]
 }
