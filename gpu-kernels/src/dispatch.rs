@@ -20,7 +20,7 @@
 
 use crate::apply::OpArg;
 use crate::elem::{bf16, f16, Bool, ElemType};
-use crate::instantiate::KernelNames;
+use crate::names::KernelNames;
 use crate::ops::{
     Accuracy, CastFrom, Clamp, Fill, InPlace, Lhs, Op1, Op2, Op3, Op4, Rhs, Tolerance, Update,
 };

@@ -97,6 +97,7 @@ pub mod fused;
 pub mod geometry;
 mod instantiate;
 pub mod math;
+mod names;
 pub mod narrow;
 pub mod ops;
 pub mod reduce;
@@ -270,7 +271,8 @@ pub mod device;
 
 pub use elem::{bf16, f16, Bool, Elem};
 pub use geometry::{Geometry, Index, MAX_DIMS};
-pub use instantiate::{KernelNames, Kernels1, Kernels2, Kernels3, Kernels4, ProgramOf, Variant};
+pub use instantiate::{Kernels1, Kernels2, Kernels3, Kernels4};
+pub use names::{KernelNames, ProgramOf, Variant};
 
 #[cfg(test)]
 mod tests {
