@@ -194,7 +194,7 @@ pub fn run(gpu: &Gpu, side: usize, only: Option<&str>) -> Result<()> {
             let time = |op: &DynOp| {
                 // SAFETY: as above, for `side²` elements; the buffers live until the end of
                 // this function, after `median_ms` synchronised.
-                super::median_ms(gpu, |_| unsafe { op.launch(gpu, None, o, &ins) })
+                super::timing::median_ms(gpu, |_| unsafe { op.launch(gpu, None, o, &ins) })
             };
             let kernel_ms = time(&kernel)?;
             let program_ms = time(&program)?;

@@ -4,12 +4,13 @@
 //! twin and timed as the other groups are. `benches/peers/torch_bench.py` times the same
 //! computations in PyTorch eager.
 
-use super::{
-    dense, median_ms, rand_bf16, rand_f16, rand_f32, random, report, Bench, Operand, Result,
-    ROTATE_BYTES,
-};
+use super::data::{dense, rand_bf16, rand_f16, rand_f32, random, Operand};
+use super::harness::Bench;
+use super::report::report;
+use super::timing::{median_ms, ROTATE_BYTES};
 use strided_apply::expr::{Arg, DeviceArg, Expr, HostTensor, HostTensorMut};
 use strided_apply::verify::{first_mismatch, Distance};
+use strided_apply::Result;
 use strided_apply::{bf16, f16, ops, DeviceTensor, Elem, Layout};
 
 /// `text` over `a` (and `b`) into a poisoned output of layout `out`: the GPU result against

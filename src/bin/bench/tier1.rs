@@ -4,9 +4,13 @@
 //! `STRIDED_APPLY_EXPR_TIER=0` and `=1` for the two tiers; `benches/peers/tier1_peers.py`
 //! times the same computations with torch.compile and CuPy.
 
-use super::{dense, median_ms, rand_f32, report, Bench, Operand, Result};
+use super::data::{dense, rand_f32, Operand};
+use super::harness::Bench;
+use super::report::report;
+use super::timing::median_ms;
 use strided_apply::expr::{Arg, DeviceArg, Expr, HostTensor, HostTensorMut};
 use strided_apply::verify::{first_mismatch, Distance};
+use strided_apply::Result;
 use strided_apply::{ops, DeviceTensor, Elem, Layout};
 
 /// The 12-op chain (`* + - * minimum maximum * fma / + - *`).
@@ -84,7 +88,7 @@ pub(super) fn tier1(bench: &Bench) -> Result<()> {
     // The seed expression in f64 over `big × big/2`: `a` a row, `b` a column, `c` full.
     let (rows, cols) = (big, big / 2);
     let f64s = |seed: u64, n: usize| -> Vec<f64> {
-        super::random(n, seed, |x| rand_f32(x).abs() as f64 + 0.25)
+        super::data::random(n, seed, |x| rand_f32(x).abs() as f64 + 0.25)
     };
     let out = Layout::contiguous(&[rows, cols])?;
     let a = Operand {
