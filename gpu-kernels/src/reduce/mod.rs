@@ -33,12 +33,12 @@
 //!
 //! | module | what |
 //! |---|---|
-//! | `rows` | the row kernel ([`rows`], `<family>_r`): the reduced axis unit-stride |
-//! | `cols` | the column kernel ([`cols`], `<family>_k`): a kept axis unit-stride; it runs one of the three below |
+//! | `rows` | the row kernel (`rows!`, `<family>_r`): the reduced axis unit-stride |
+//! | `cols` | the column kernel (`cols!`, `<family>_k`): a kept axis unit-stride; it runs one of the three below |
 //! | `slot` | the slot column kernel: the order above, for every source |
 //! | `cols_exact` | the order-free column kernel over whole 16-byte row vectors ([`exact_cols`]) |
 //! | `cols_loose` | the order-free column kernel over rows that are not whole vectors ([`loose_cols`]) |
-//! | `finals` | the final kernel ([`finals`], `<family>_f`): the tree over an output's groups |
+//! | `finals` | the final kernel (`finals!`, `<family>_f`): the tree over an output's groups |
 //! | `gpu` | what they share: the fold of a source's vectors, the block's halving trees, a group's end |
 //! | `absent` | without the feature: bodies that fail the build naming it |
 //!
