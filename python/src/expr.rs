@@ -21,7 +21,7 @@ use strided_apply::{ElemType, Gpu};
 
 /// An expression's names as operand names in messages: each distinct name is kept once for
 /// the process (operand names are `&'static str` throughout the call path).
-fn static_name(name: &str) -> &'static str {
+pub(crate) fn static_name(name: &str) -> &'static str {
     static NAMES: Mutex<Option<HashSet<&'static str>>> = Mutex::new(None);
     let mut guard = NAMES.lock().unwrap_or_else(|e| e.into_inner());
     let set = guard.get_or_insert_with(HashSet::new);
@@ -325,59 +325,18 @@ impl Expr {
         stream: Option<Bound<'py, PyAny>>,
         kwargs: Option<&Bound<'py, PyDict>>,
     ) -> PyResult<(crate::call::Operands<'py>, BoundExpr)> {
-        let values = self.bind(args, kwargs)?;
-        // Python numbers are run-time scalars; everything else is a tensor.
-        let is_scalar = |v: &Bound<'py, PyAny>| {
-            v.is_instance_of::<PyBool>()
-                || v.is_instance_of::<PyInt>()
-                || v.is_instance_of::<PyFloat>()
+        let call = Call {
+            text: &self.text,
+            names: &self.names,
+            what,
+            args,
+            kwargs,
         };
-        let mut scalars: Vec<(&'static str, Scalar)> = Vec::new();
-        for (&name, v) in self.names.iter().zip(&values) {
-            if is_scalar(v) {
-                scalars.push((name, scalar(v, what, name)?));
-            }
-        }
-        let tensors = self.names.iter().zip(values);
-        let tensors = tensors.filter(|(_, v)| !is_scalar(v)).map(|(&n, v)| (v, n));
-        let mut ops = operands(py, what, tensors, out, stream.as_ref())?;
-        let out_elem = match (&ops.out_elem(), &dtype) {
-            (Some(e), _) => Some(*e),
-            (None, Some(d)) => Some(dtype_arg(py, d)?),
-            (None, None) => None,
-        };
-        let arg_of = |name: &str| -> PyResult<Arg> {
-            if let Some((_, s)) = scalars.iter().find(|(n, _)| *n == name) {
-                return Ok(Arg::Scalar(match s {
-                    Scalar::Bool(_) => ScalarKind::Bool,
-                    Scalar::F64(_) => ScalarKind::Float,
-                    _ => ScalarKind::Int,
-                }));
-            }
-            let o = ops.inputs.iter().find(|o| o.name == name);
-            let elem = o.and_then(|o| o.elem).ok_or_else(|| {
-                ExprError::new_err(format!("{name}: no element type (not consumed)"))
-            })?;
-            Ok(Arg::Tensor(elem))
-        };
-        let compiled = self.compile(arg_of, out_elem)?;
-        // The program reads its tensors in the order of `Compiled::inputs` (first use),
-        // mostly that of the names already (first appearance): reordered where not.
-        let wanted = compiled.inputs();
-        let in_order = ops.inputs.len() == wanted.len()
-            && ops
-                .inputs
-                .iter()
-                .zip(wanted)
-                .all(|(o, n)| o.name == n.as_str());
-        if !in_order {
-            let order: Vec<usize> = wanted
-                .iter()
-                .filter_map(|n| ops.inputs.iter().position(|o| o.name == n.as_str()))
-                .collect();
-            let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
-            ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
-        }
+        let (ops, scalars, compiled) = call.prepare(py, out, dtype, stream, |arg_of, out| {
+            let c = self.compile(arg_of, out)?;
+            let order = c.inputs().to_vec();
+            Ok((c, order))
+        })?;
         Ok((ops, BoundExpr { compiled, scalars }))
     }
 
@@ -408,60 +367,11 @@ impl Expr {
         })
     }
 
-    /// Each name's value: positional in the order of `names`, or by keyword; each once.
-    fn bind<'py>(
-        &self,
-        args: &Bound<'py, PyTuple>,
-        kwargs: Option<&Bound<'py, PyDict>>,
-    ) -> PyResult<Vec<Bound<'py, PyAny>>> {
-        let n = self.names.len();
-        if args.len() > n {
-            return Err(ExprError::new_err(format!(
-                "expr {:?} takes {n} argument(s) ({}), got {} positional",
-                self.text,
-                self.names.join(", "),
-                args.len()
-            )));
-        }
-        if args.len() == n && kwargs.is_none_or(|kw| kw.is_empty()) {
-            return Ok(args.iter().collect());
-        }
-        let mut values: Vec<Option<Bound<'py, PyAny>>> = vec![None; n];
-        for (slot, a) in values.iter_mut().zip(args.iter()) {
-            *slot = Some(a);
-        }
-        if let Some(kw) = kwargs {
-            for (k, v) in kw.iter() {
-                let key: String = k.extract()?;
-                let Some(i) = self.names.iter().position(|n| *n == key) else {
-                    return Err(ExprError::new_err(format!(
-                        "{key}: not a name of expr {:?} (its names: {})",
-                        self.text,
-                        self.names.join(", ")
-                    )));
-                };
-                if values[i].is_some() {
-                    return Err(ExprError::new_err(format!("{key}: given twice")));
-                }
-                values[i] = Some(v);
-            }
-        }
-        values
-            .into_iter()
-            .zip(&self.names)
-            .map(|(v, name)| {
-                v.ok_or_else(|| {
-                    ExprError::new_err(format!("{name}: missing (a tensor or a number)"))
-                })
-            })
-            .collect()
-    }
-
     /// The program for a call whose names bind to `arg_of(name)` and whose output type
     /// is `out`, compiled on its signature's first use.
     fn compile(
         &self,
-        arg_of: impl Fn(&str) -> PyResult<Arg>,
+        arg_of: &dyn Fn(&str) -> PyResult<Arg>,
         out: Option<ElemType>,
     ) -> PyResult<Arc<Compiled>> {
         let mut cache = self.compiled.lock().unwrap_or_else(|e| e.into_inner());
@@ -508,4 +418,139 @@ impl Expr {
 #[pyfunction]
 pub(crate) fn expr(text: &str) -> PyResult<Expr> {
     Expr::new(text)
+}
+
+/// A bound call: its operands, its scalars by name, its compiled program.
+pub(crate) type Prepared<'py, C> = (crate::call::Operands<'py>, Vec<(&'static str, Scalar)>, C);
+
+/// One call's arguments as given: the program's text and names (first appearance), what
+/// the call is (`expr`, `norm`, a reduction's name) for messages, the positional and
+/// keyword arguments.
+pub(crate) struct Call<'a, 'py> {
+    pub text: &'a str,
+    pub names: &'a [&'static str],
+    pub what: &'static str,
+    pub args: &'a Bound<'py, PyTuple>,
+    pub kwargs: Option<&'a Bound<'py, PyDict>>,
+}
+
+impl<'py> Call<'_, 'py> {
+    /// Binds the call: Python numbers as run-time scalars, the rest as tensors (consumed,
+    /// with the output if given and the stream); `compile(arg_of, out)` gives the program
+    /// for the arguments' kinds and the output type, and the tensor names in the order it
+    /// reads them, which the operands are put in.
+    pub(crate) fn prepare<C>(
+        &self,
+        py: Python<'py>,
+        out: Option<Bound<'py, PyAny>>,
+        dtype: Option<Bound<'py, PyAny>>,
+        stream: Option<Bound<'py, PyAny>>,
+        compile: impl FnOnce(
+            &dyn Fn(&str) -> PyResult<Arg>,
+            Option<ElemType>,
+        ) -> PyResult<(C, Vec<String>)>,
+    ) -> PyResult<Prepared<'py, C>> {
+        let what = self.what;
+        let values = self.bind()?;
+        // Python numbers are run-time scalars; everything else is a tensor.
+        let is_scalar = |v: &Bound<'py, PyAny>| {
+            v.is_instance_of::<PyBool>()
+                || v.is_instance_of::<PyInt>()
+                || v.is_instance_of::<PyFloat>()
+        };
+        let mut scalars: Vec<(&'static str, Scalar)> = Vec::new();
+        for (&name, v) in self.names.iter().zip(&values) {
+            if is_scalar(v) {
+                scalars.push((name, scalar(v, what, name)?));
+            }
+        }
+        let tensors = self.names.iter().zip(values);
+        let tensors = tensors.filter(|(_, v)| !is_scalar(v)).map(|(&n, v)| (v, n));
+        let mut ops = operands(py, what, tensors, out, stream.as_ref())?;
+        let out_elem = match (&ops.out_elem(), &dtype) {
+            (Some(e), _) => Some(*e),
+            (None, Some(d)) => Some(dtype_arg(py, d)?),
+            (None, None) => None,
+        };
+        let arg_of = |name: &str| -> PyResult<Arg> {
+            if let Some((_, s)) = scalars.iter().find(|(n, _)| *n == name) {
+                return Ok(Arg::Scalar(match s {
+                    Scalar::Bool(_) => ScalarKind::Bool,
+                    Scalar::F64(_) => ScalarKind::Float,
+                    _ => ScalarKind::Int,
+                }));
+            }
+            let o = ops.inputs.iter().find(|o| o.name == name);
+            let elem = o.and_then(|o| o.elem).ok_or_else(|| {
+                ExprError::new_err(format!("{name}: no element type (not consumed)"))
+            })?;
+            Ok(Arg::Tensor(elem))
+        };
+        let (compiled, wanted) = compile(&arg_of, out_elem)?;
+        // The program reads its tensors in the order `compile` gave (first use), mostly
+        // that of the names already (first appearance): reordered where not.
+        let in_order = ops.inputs.len() == wanted.len()
+            && ops
+                .inputs
+                .iter()
+                .zip(&wanted)
+                .all(|(o, n)| o.name == n.as_str());
+        if !in_order {
+            let order: Vec<usize> = wanted
+                .iter()
+                .filter_map(|n| ops.inputs.iter().position(|o| o.name == n.as_str()))
+                .collect();
+            let mut slots: Vec<Option<_>> = ops.inputs.drain(..).map(Some).collect();
+            ops.inputs = order.iter().filter_map(|&k| slots[k].take()).collect();
+        }
+        Ok((ops, scalars, compiled))
+    }
+
+    /// Each name's value: positional in the order of `names`, or by keyword; each once.
+    pub(crate) fn bind(&self) -> PyResult<Vec<Bound<'py, PyAny>>> {
+        let (args, kwargs) = (self.args, self.kwargs);
+        let n = self.names.len();
+        if args.len() > n {
+            return Err(ExprError::new_err(format!(
+                "{} {:?} takes {n} argument(s) ({}), got {} positional",
+                self.what,
+                self.text,
+                self.names.join(", "),
+                args.len()
+            )));
+        }
+        if args.len() == n && kwargs.is_none_or(|kw| kw.is_empty()) {
+            return Ok(args.iter().collect());
+        }
+        let mut values: Vec<Option<Bound<'py, PyAny>>> = vec![None; n];
+        for (slot, a) in values.iter_mut().zip(args.iter()) {
+            *slot = Some(a);
+        }
+        if let Some(kw) = kwargs {
+            for (k, v) in kw.iter() {
+                let key: String = k.extract()?;
+                let Some(i) = self.names.iter().position(|n| *n == key) else {
+                    return Err(ExprError::new_err(format!(
+                        "{key}: not a name of {} {:?} (its names: {})",
+                        self.what,
+                        self.text,
+                        self.names.join(", ")
+                    )));
+                };
+                if values[i].is_some() {
+                    return Err(ExprError::new_err(format!("{key}: given twice")));
+                }
+                values[i] = Some(v);
+            }
+        }
+        values
+            .into_iter()
+            .zip(self.names)
+            .map(|(v, name)| {
+                v.ok_or_else(|| {
+                    ExprError::new_err(format!("{name}: missing (a tensor or a number)"))
+                })
+            })
+            .collect()
+    }
 }

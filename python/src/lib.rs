@@ -24,6 +24,7 @@
 //! - `scalars`, `ops`: pointwise ops (`Op`, the op index, the call);
 //! - `axes`: stencils and reductions;
 //! - `expr`: expressions (`sa.expr`).
+//! - `norm`: normalisation programs (`sa.norm`).
 
 use pyo3::prelude::*;
 
@@ -34,6 +35,7 @@ mod device;
 mod dtypes;
 mod errors;
 mod expr;
+mod norm;
 mod operands;
 mod ops;
 mod scalars;
@@ -46,6 +48,8 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ops::Op>()?;
     m.add_class::<expr::Expr>()?;
     m.add_function(wrap_pyfunction!(expr::expr, m)?)?;
+    m.add_class::<norm::Norm>()?;
+    m.add_function(wrap_pyfunction!(norm::norm, m)?)?;
     m.add_function(wrap_pyfunction!(ops::instances, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_ids, m)?)?;
     m.add_function(wrap_pyfunction!(device::module_info, m)?)?;

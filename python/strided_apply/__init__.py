@@ -82,6 +82,8 @@ from ._native import (  # noqa: F401
     Op,
     OpError,
     expr,
+    Norm,
+    norm,
     instances,
     module_info,
     op_ids,
@@ -98,6 +100,8 @@ __all__ = [
     "Op",
     "Expr",
     "expr",
+    "Norm",
+    "norm",
     "apply",
     "ops",
     "instances",
@@ -275,6 +279,10 @@ def dot(a, b, dim=None, keepdim=False, *, out=None, stream=None):
 
 
 __all__ += ["argmin", "argmax", "all", "any", "sqdiff", "dot"]
+
+from ._norms import layer_norm, log_softmax, logsumexp, normalize, rms_norm, softmax  # noqa: E402
+
+__all__ += ["softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm", "normalize"]
 
 # One function per reduction id: `sa.sum`, `sa.amax`, `sa.mean`, ... (`sa.sqdiff`-like ones
 # for the ids of two inputs).

@@ -1,6 +1,7 @@
 //! GPU tests, one module per topic: pointwise ops against the CPU twin (`apply`), 16-bit
 //! floats (`narrow`), the framework paths (`dispatch`), reductions (`reduce`), stencils
-//! (`stencil`), expressions on the interpreter's kernels (`expr`), tier 1 (`tier1`) and its
+//! (`stencil`), expressions on the interpreter's kernels (`expr`), normalisation programs
+//! (`norm`), tier 1 (`tier1`) and its
 //! disk cache across processes (`cache`), typed errors that need a device (`errors`), device memory and 64-bit
 //! indexing (`memory`), threads under load (`load`). The runner (`harness`) reports each
 //! test by name; without a GPU every test is reported as skipped, and with
@@ -18,6 +19,7 @@ mod harness;
 mod load;
 mod memory;
 mod narrow;
+mod norm;
 mod reduce;
 mod stencil;
 mod tier1;
@@ -44,7 +46,7 @@ fn main() {
         }
         return;
     }
-    let tests: [GpuTest; 40] = [
+    let tests: [GpuTest; 42] = [
         ("gpu_conformance_table_matches_cpu_twin", apply::conformance),
         (
             "gpu_stencils_by_id_match_cpu_twin",
@@ -143,6 +145,14 @@ fn main() {
         (
             "gpu_expr_tier1_damaged_cache_files_fresh_processes",
             cache::damaged_entries,
+        ),
+        (
+            "gpu_norm_programs_match_cpu_twin",
+            norm::programs_match_cpu_twin,
+        ),
+        (
+            "gpu_norm_bad_calls_are_typed_errors",
+            norm::bad_calls_are_typed_errors,
         ),
         ("gpu_load_8_threads_shared_gpu", load::load_shared_gpu),
         ("gpu_load_8_threads_own_streams", load::load_own_streams),

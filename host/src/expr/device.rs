@@ -185,6 +185,25 @@ impl Compiled {
         })
     }
 
+    /// Every check [`launch`](Self::launch) makes of these operands (types, shapes,
+    /// bounds, aliasing), launching nothing.
+    ///
+    /// # Safety
+    /// As for [`launch`](Self::launch) (nothing is read or written).
+    pub(crate) unsafe fn check_launch(
+        &self,
+        gpu: &Gpu,
+        out: RawTensor<'_>,
+        inputs: &[RawTensor<'_>],
+        scalars: &[(&str, Scalar)],
+    ) -> Result<()> {
+        let p = self.bound(scalars)?;
+        self.check_count(inputs.len())?;
+        let stream = gpu.stream().cu_stream();
+        // SAFETY: a check launches nothing.
+        unsafe { launch_plain(gpu, stream, &p, out, inputs, Mode::Check).map(drop) }
+    }
+
     /// The same expression with its GPU launches on `tier` (by default the one
     /// `STRIDED_APPLY_EXPR_TIER` picks: [`Tier::Auto`](super::Tier::Auto) unless set).
     /// Tier 1 compiles the program to machine code with the CUDA driver (no toolkit): the
@@ -389,13 +408,13 @@ unsafe fn launch_hoisted(
 }
 
 /// Temporaries of one call, allocated and freed in the order of `stream`.
-struct Temps {
+pub(crate) struct Temps {
     stream: CUstream,
     ptrs: Vec<u64>,
 }
 
 impl Temps {
-    fn new(gpu: &Gpu, stream: CUstream) -> Temps {
+    pub(crate) fn new(gpu: &Gpu, stream: CUstream) -> Temps {
         // Allocations below need the context current on this thread.
         let _ = gpu.context().bind_to_thread();
         Temps {
@@ -404,7 +423,7 @@ impl Temps {
         }
     }
 
-    fn alloc(&mut self, bytes: usize) -> Result<u64> {
+    pub(crate) fn alloc(&mut self, bytes: usize) -> Result<u64> {
         // SAFETY: a stream-ordered allocation on a live stream of the current context.
         let p = unsafe { cudarc::driver::result::malloc_async(self.stream, bytes) }
             .map_err(|_| Error::OutOfMemory { bytes })?;

@@ -41,6 +41,7 @@ pub(crate) mod device;
 mod disk_cache;
 mod hoist;
 mod lower;
+mod norm;
 mod parse;
 mod ptx;
 mod reduce;
@@ -56,6 +57,7 @@ pub use disk_cache::{
 };
 pub use gpu_kernels::dispatch::Scalar;
 pub use lower::{promote_types, Arg, Compiled, ScalarKind};
+pub use norm::{CompiledNorm, Norm, Stage, MAX_STAGES};
 pub use parse::{Func, CASTS, FUNCTIONS};
 pub use reduce::ReduceOp;
 /// Every element type programs take, in the order of their codes.

@@ -17,6 +17,8 @@
 //! type names as casts (`f32(x)`, `bf16(x)`, `u8(x)`, …).
 
 use super::ast::{Expr, Node};
+use super::norm::{stage_name, Norm, Stage, MAX_STAGES};
+use super::reduce::ReduceOp;
 use crate::error::{Error, Result};
 use gpu_kernels::elem::ElemType;
 use strided_apply_expr::Opcode;
@@ -174,9 +176,10 @@ enum Tok {
     End,
 }
 
-const SYMBOLS: [&str; 21] = [
+// `=` and `;` after every symbol they begin: the lexer takes the first that matches.
+const SYMBOLS: [&str; 23] = [
     "**", "<=", ">=", "==", "!=", "&&", "||", "+", "-", "*", "/", "%", "<", ">", "!", "~", "&",
-    "|", "(", ")", ",",
+    "|", "(", ")", ",", "=", ";",
 ];
 
 fn syntax(pos: usize, reason: impl Into<String>) -> Error {
@@ -248,6 +251,17 @@ struct Parser {
     toks: Vec<(Tok, usize)>,
     at: usize,
     nesting: usize,
+    /// A normalisation program's bindings and reductions; `None` for a plain expression,
+    /// where a reduction is an error.
+    scope: Option<Scope>,
+}
+
+/// What a normalisation program's text has bound so far: its `let`s (the latest of a
+/// name wins) and its reductions, each a [`Stage`] named by [`stage_name`].
+#[derive(Default)]
+struct Scope {
+    lets: Vec<(String, Expr)>,
+    stages: Vec<Stage>,
 }
 
 impl Parser {
@@ -409,6 +423,15 @@ impl Parser {
             Tok::Name(name) => {
                 self.at += 1;
                 if !self.eat("(") {
+                    if let Some(e) = self.scope.as_ref().and_then(|s| {
+                        s.lets
+                            .iter()
+                            .rev()
+                            .find(|(n, _)| *n == name)
+                            .map(|(_, e)| e.clone())
+                    }) {
+                        return Ok(e);
+                    }
                     return Ok(match name.as_str() {
                         "true" | "True" => Expr::bool(true),
                         "false" | "False" => Expr::bool(false),
@@ -425,6 +448,9 @@ impl Parser {
                         self.expect(",")?;
                     }
                 }
+                if let Some(op) = ReduceOp::from_name(&name) {
+                    return self.reduction(op, &name, args, pos);
+                }
                 call(&name, args, pos)
             }
             Tok::Sym("(") => {
@@ -438,6 +464,82 @@ impl Parser {
                 format!("expected a value, found {}", self.describe()),
             )),
         }
+    }
+}
+
+impl Parser {
+    /// A reduction `op(x)` over the call's axes: a new stage of the program, its value the
+    /// stage's name (a normalisation program's only; a plain expression refuses it).
+    fn reduction(
+        &mut self,
+        op: ReduceOp,
+        name: &str,
+        mut args: Vec<Expr>,
+        pos: usize,
+    ) -> Result<Expr> {
+        let Some(scope) = self.scope.as_mut() else {
+            return Err(syntax(
+                pos,
+                format!(
+                    "`{name}(...)` reduces over the call's axes: reductions are values only in \
+                     normalisation programs (`Norm::parse`); reduce a whole expression with \
+                     `Compiled::reduce`"
+                ),
+            ));
+        };
+        if args.len() != 1 {
+            return Err(syntax(
+                pos,
+                format!("`{name}` takes 1 argument, not {}", args.len()),
+            ));
+        }
+        if scope.stages.len() >= MAX_STAGES {
+            return Err(Error::ExprLimit {
+                what: "reductions",
+                limit: MAX_STAGES,
+                got: MAX_STAGES + 1,
+            });
+        }
+        let k = scope.stages.len();
+        scope.stages.push(Stage {
+            op,
+            value: args.remove(0),
+        });
+        Ok(Expr::var(&stage_name(k)))
+    }
+
+    /// A normalisation program: `(name "=" expr ";")* expr [";"]`.
+    fn program(&mut self) -> Result<Expr> {
+        loop {
+            let is_let = matches!(self.peek(), Tok::Name(_))
+                && matches!(self.toks.get(self.at + 1), Some((Tok::Sym("="), _)));
+            if !is_let {
+                break;
+            }
+            let Tok::Name(name) = self.peek().clone() else {
+                break;
+            };
+            let pos = self.pos();
+            if FUNCTIONS.iter().any(|(n, _)| *n == name)
+                || CASTS.iter().any(|(n, _)| *n == name)
+                || ReduceOp::from_name(&name).is_some()
+                || matches!(name.as_str(), "true" | "True" | "false" | "False")
+            {
+                return Err(syntax(
+                    pos,
+                    format!("`{name}` is a function or literal of the language; bind another name"),
+                ));
+            }
+            self.at += 2;
+            let e = self.expr()?;
+            self.expect(";")?;
+            if let Some(s) = self.scope.as_mut() {
+                s.lets.push((name, e));
+            }
+        }
+        let e = self.expr()?;
+        self.eat(";");
+        Ok(e)
     }
 }
 
@@ -491,6 +593,7 @@ impl Expr {
             toks: lex(text)?,
             at: 0,
             nesting: 0,
+            scope: None,
         };
         let e = p.expr()?;
         if *p.peek() != Tok::End {
@@ -500,5 +603,29 @@ impl Expr {
             ));
         }
         Ok(e)
+    }
+}
+
+impl Norm {
+    /// Parses a normalisation program: `let`s (`name = expr;`), then the result; a
+    /// reduction (`amax amin sum mean prod` of one argument) is a value reduced over the
+    /// call's axes and broadcast back (`docs/normalisations.md`). Errors carry the byte
+    /// position.
+    pub fn parse(text: &str) -> Result<Norm> {
+        let mut p = Parser {
+            toks: lex(text)?,
+            at: 0,
+            nesting: 0,
+            scope: Some(Scope::default()),
+        };
+        let e = p.program()?;
+        if *p.peek() != Tok::End {
+            return Err(syntax(
+                p.pos(),
+                format!("unexpected {} after the program", p.describe()),
+            ));
+        }
+        let stages = p.scope.map(|s| s.stages).unwrap_or_default();
+        Norm::new(stages, e)
     }
 }

@@ -30,7 +30,8 @@
 //! op families (`float`, `int`, `logic`, `cast`, the library's functions in `call`), memory
 //! accesses (`memory`), what every kernel shares (`kernel`), the shapes (`shape`; the
 //! pointwise kernels in `pointwise`, their frame in `frame` and their bodies in `vector`,
-//! `strided` and `tiled`; the reductions in `reduce`), and which programs it writes
+//! `strided` and `tiled`; the reductions in `reduce`; the normalisations' row kernels in
+//! `norm`), and which programs it writes
 //! (`support`).
 
 use strided_apply_expr::ir::Program;
@@ -51,6 +52,7 @@ mod int;
 mod kernel;
 mod logic;
 mod memory;
+mod norm;
 mod pointwise;
 mod program;
 mod reduce;
@@ -62,6 +64,7 @@ mod types;
 mod vector;
 
 pub(crate) use kernel::KERNEL;
+pub(crate) use norm::{module as norm_module, NormShape, Part as NormPart, Src as NormSrc};
 pub(crate) use reduce::{takes as reduce_takes, RedShape, COL_X};
 pub(crate) use shape::Shape;
 pub(crate) use support::{calls_lib, supports, supports_reduce};

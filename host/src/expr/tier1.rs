@@ -123,6 +123,16 @@ enum Entry {
 #[derive(Default)]
 pub(crate) struct Cache {
     entries: Mutex<HashMap<Key, Entry>>,
+    /// Kernels of several programs (the normalisations' row kernels).
+    modules: Mutex<HashMap<ModuleKey, Entry>>,
+}
+
+/// A kernel of several programs: the programs (constants zero) and the words that say
+/// how the kernel combines them and for which layout (its writer's own encoding).
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ModuleKey {
+    pub programs: Vec<Program>,
+    pub shape: Vec<u64>,
 }
 
 impl Cache {
@@ -165,14 +175,21 @@ fn target(cc: (i32, i32)) -> Option<u32> {
 /// The library's functions that `p` calls, from the library's PTX `lib` (each `.func` is
 /// one top-level item of the text), with the functions they call and the library's data.
 pub(crate) fn lib_for(p: &Program, lib: &str) -> String {
-    let mut wanted: Vec<&str> = p
-        .code()
-        .iter()
-        .filter_map(|i| {
-            let op = strided_apply_expr::Opcode::from_code(i.op)?;
-            t1lib::name(op, strided_apply_expr::Class::from_code(i.class)?)
-        })
-        .collect();
+    lib_for_all(std::slice::from_ref(p), lib)
+}
+
+/// [`lib_for`] of every program of `ps` (each function once).
+pub(crate) fn lib_for_all(ps: &[Program], lib: &str) -> String {
+    let mut wanted: Vec<&str> = Vec::new();
+    for p in ps {
+        for i in p.code() {
+            let name = strided_apply_expr::Opcode::from_code(i.op)
+                .and_then(|op| t1lib::name(op, strided_apply_expr::Class::from_code(i.class)?));
+            if let Some(n) = name.filter(|n| !wanted.contains(n)) {
+                wanted.push(n);
+            }
+        }
+    }
     let items = items(lib);
     let names: Vec<Option<&str>> = items.iter().map(|i| func_name(i)).collect();
     // The closure of the wanted functions over the calls in their definitions.
@@ -411,7 +428,18 @@ fn compile(
     if std::env::var_os("STRIDED_APPLY_EXPR_TIER1_FAULT").is_some_and(|v| v == "ptx") {
         text.push_str("\nnot.an.instruction;\n");
     }
-    let cubin = link(&job.ctx, &text)?;
+    link_and_load(job, &text, path)
+}
+
+/// Links PTX `text` into a cubin, keeps it in the disk cache at `path` (and, with
+/// `STRIDED_APPLY_EXPR_DUMP=DIR`, its PTX and cubin there, for reading the generated code
+/// with `cuobjdump -sass`; best effort), and loads its kernel.
+fn link_and_load(
+    job: &Job,
+    text: &str,
+    path: Option<&std::path::Path>,
+) -> std::result::Result<CudaFunction, String> {
+    let cubin = link(&job.ctx, text)?;
     if let Some(path) = path {
         if let Err(e) = disk_cache::store(path, &cubin) {
             log_once(&format!(
@@ -420,18 +448,16 @@ fn compile(
             ));
         }
     }
-    // `STRIDED_APPLY_EXPR_DUMP=DIR`: each compiled kernel's PTX and cubin, for reading
-    // the generated code (`cuobjdump -sass`); best effort.
     if let Some(dir) = std::env::var_os("STRIDED_APPLY_EXPR_DUMP") {
         let name = hash128(&[text.as_bytes()]);
         let dir = std::path::Path::new(&dir);
         let _ = std::fs::create_dir_all(dir);
-        let _ = std::fs::write(dir.join(format!("{name}.ptx")), &text);
+        let _ = std::fs::write(dir.join(format!("{name}.ptx")), text);
         let _ = std::fs::write(dir.join(format!("{name}.cubin")), &cubin);
     }
     job.ctx
         .load_module(cudarc::nvrtc::Ptx::from_binary(cubin))
-        .map_err(|e| format!("loading the compiled expression failed: {e}"))?
+        .map_err(|e| format!("loading the compiled kernel failed: {e}"))?
         .load_function(ptx::KERNEL)
         .map_err(|e| format!("the compiled module has no kernel {}: {e}", ptx::KERNEL))
 }
@@ -510,6 +536,121 @@ fn function(
             Err(Error::ExprCompile { reason })
         }
     }
+}
+
+/// The kernel of several programs that `write(sm, lib)` writes (the PTX target, the
+/// library's functions the programs call), compiled by the driver and cached as tier 1's
+/// other kernels (per context; on disk, keyed by the text without the library). The first
+/// call compiles on the caller's thread and waits (tens to a hundred milliseconds; a
+/// cached cubin loads in about one). `None` where tier 1 does not run it: the
+/// interpreter's tier asked for, no PTX target, a stream being captured (no module loads
+/// then), or a failed compile (reported once; with the compiled tier forced, an error).
+pub(crate) fn module_function(
+    gpu: &Gpu,
+    stream: CUstream,
+    key: &ModuleKey,
+    write: &dyn Fn(u32, &str) -> String,
+) -> Result<Option<CudaFunction>> {
+    let mode = tier();
+    if mode == Tier::Interpret {
+        return Ok(None);
+    }
+    let Some(sm) = target(gpu.compute_capability()) else {
+        return Ok(None);
+    };
+    let Some(cache) = gpu.context_state::<Cache>() else {
+        return Ok(None);
+    };
+    let entry = cache.modules.lock().ok().and_then(|m| m.get(key).cloned());
+    match entry {
+        Some(Entry::Ready(f)) => return Ok(Some(f)),
+        Some(Entry::Failed(reason)) if mode == Tier::Compile => {
+            return Err(Error::ExprCompile { reason })
+        }
+        Some(_) => return Ok(None),
+        None => {}
+    }
+    // SAFETY: a query of a live stream of this context.
+    let capturing =
+        unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
+            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+        });
+    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing) else {
+        return Ok(None);
+    };
+    let job = Job {
+        ctx: gpu.context().clone(),
+        sm,
+        cc: gpu.compute_capability(),
+        image,
+    };
+    let path = cache_file(&write(sm, ""), &job);
+    let compiled = (|| {
+        if let Some(f) = path.as_deref().and_then(|p| load_cached(&job, p)) {
+            return Ok(f);
+        }
+        let calls = key.programs.iter().any(ptx::calls_lib);
+        let lib = if calls {
+            lib_for_all(&key.programs, library(job.image)?)
+        } else {
+            String::new()
+        };
+        link_and_load(&job, &write(sm, &lib), path.as_deref())
+    })();
+    let (entry, out) = match compiled {
+        Ok(f) => (Entry::Ready(f.clone()), Ok(Some(f))),
+        Err(reason) => {
+            let out = if mode == Tier::Compile {
+                Err(Error::ExprCompile {
+                    reason: reason.clone(),
+                })
+            } else {
+                log_once(&format!(
+                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
+                ));
+                Ok(None)
+            };
+            (Entry::Failed(reason), out)
+        }
+    };
+    if let Ok(mut m) = cache.modules.lock() {
+        m.insert(key.clone(), entry);
+    }
+    out
+}
+
+/// Launches `f` with the kernel parameters at `args` (one pointer a parameter).
+///
+/// # Safety
+/// `args` match `f`'s parameter list; the launch shape is the kernel's and every address
+/// it reaches is in bounds; `stream` is a live stream of the gpu's context.
+pub(crate) unsafe fn launch_function(
+    gpu: &Gpu,
+    f: &CudaFunction,
+    launch: LaunchShape,
+    stream: CUstream,
+    args: &mut [*mut c_void],
+) -> Result<()> {
+    gpu.context()
+        .bind_to_thread()
+        .map_err(crate::gpu::driver("binding the context"))?;
+    // SAFETY: the caller's.
+    unsafe {
+        cudarc::driver::result::launch_kernel(
+            f.cu_function(),
+            (launch.grid, 1, 1),
+            (launch.block.0, launch.block.1, 1),
+            launch.shared_bytes,
+            stream,
+            args,
+        )
+    }
+    .map_err(|source| Error::Launch {
+        kernel: ptx::KERNEL,
+        source,
+    })?;
+    LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
 }
 
 /// On a compiling thread, before its first compile: links a trivial kernel, so that the
@@ -694,26 +835,8 @@ unsafe fn start(
     params: &mut Params,
 ) -> Result<()> {
     let mut args = params.pointers();
-    gpu.context()
-        .bind_to_thread()
-        .map_err(crate::gpu::driver("binding the context"))?;
     // SAFETY: the caller's.
-    unsafe {
-        cudarc::driver::result::launch_kernel(
-            f.cu_function(),
-            (launch.grid, 1, 1),
-            (launch.block.0, launch.block.1, 1),
-            launch.shared_bytes,
-            stream,
-            &mut args,
-        )
-    }
-    .map_err(|source| Error::Launch {
-        kernel: ptx::KERNEL,
-        source,
-    })?;
-    LAUNCHES.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(())
+    unsafe { launch_function(gpu, f, launch, stream, &mut args) }
 }
 
 /// `STRIDED_APPLY_EXPR_RED_PER` (0, 1 or 2): `log2` of the slots a thread of tier 1's

@@ -22,6 +22,13 @@ pub(super) fn prologue(g: &mut Gen, p: &Program, ops: usize) -> (Vec<String>, Ve
             r
         })
         .collect();
+    let consts = consts(g, p, "kc");
+    (base, consts)
+}
+
+/// The registers of the constants `p` reads, from the `.b8 [128]` parameter `param` (each
+/// in its math type).
+pub(super) fn consts(g: &mut Gen, p: &Program, param: &str) -> Vec<Option<V>> {
     let mut consts: Vec<Option<V>> = vec![None; MAX_CONSTS];
     for i in p.code().iter().filter(|i| i.op == Opcode::Const as u8) {
         let c = i.arg as usize % MAX_CONSTS;
@@ -31,30 +38,30 @@ pub(super) fn prologue(g: &mut Gen, p: &Program, ops: usize) -> (Vec<String>, Ve
         let v = match Class::from_code(i.class) {
             Some(Class::F64) => {
                 let r = g.d();
-                emit!(g, "ld.param.f64 {r}, [kc+{}];", 8 * c);
+                emit!(g, "ld.param.f64 {r}, [{param}+{}];", 8 * c);
                 V::D(r)
             }
             Some(Class::Bool) => {
                 let h = g.h();
-                emit!(g, "ld.param.u8 {h}, [kc+{}];", 8 * c);
+                emit!(g, "ld.param.u8 {h}, [{param}+{}];", 8 * c);
                 g.pred(|g, p| emit!(g, "setp.ne.u16 {p}, {h}, 0;"))
             }
             // An integer's encoding is its bits zero-extended to 64 (a `u8` fits 32).
             Some(class @ (Class::I32 | Class::U32 | Class::U8 | Class::I64 | Class::U64)) => {
                 let it = it_of(class);
                 let r = g.ireg(&it);
-                emit!(g, "ld.param.{} {r}, [kc+{}];", it.b, 8 * c);
+                emit!(g, "ld.param.{} {r}, [{param}+{}];", it.b, 8 * c);
                 V::I(class, r)
             }
             _ => {
                 let r = g.f();
-                emit!(g, "ld.param.f32 {r}, [kc+{}];", 8 * c);
+                emit!(g, "ld.param.f32 {r}, [{param}+{}];", 8 * c);
                 V::F(r)
             }
         };
         consts[c] = Some(v);
     }
-    (base, consts)
+    consts
 }
 
 /// The module's text: the header for `.target sm_{g.sm}`, the library, the static shared

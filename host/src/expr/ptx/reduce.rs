@@ -112,7 +112,7 @@ impl Gen {
     /// (NaN wins, `-0 < +0`) by `max.NaN`/`min.NaN` on sm_80 and later for `f32`, else
     /// by the library's software form (a NaN operand gives the canonical NaN, equal operands
     /// merge their sign bits, else the greater (lesser); ties to `a`).
-    fn combine(&mut self, op: ReduceOp, ft: &Ft, a: &str, b: &str) -> String {
+    pub(super) fn combine(&mut self, op: ReduceOp, ft: &Ft, a: &str, b: &str) -> String {
         let t = ft.t;
         let out = self.fl(ft);
         match op {

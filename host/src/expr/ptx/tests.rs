@@ -495,3 +495,75 @@ fn supports_integer_math_but_not_rounding_to_16_bit_floats() {
     let p = compile("a + b", [F32, F32], None);
     assert!(supports(&p) && supports_reduce(&p));
 }
+
+/// Every normalisation row kernel compiles with `ptxas`: softmax, log-softmax, logsumexp
+/// (one value a row), RMS norm with a weight row and layer norm with weight and bias, in
+/// `f32`, `bf16` and `f64`, read once (a few rounds, in registers) and looping over rounds
+/// and groups, vectors and strided, one and several kept dimensions, for sm_90 (sm_70 on
+/// the first: the software maximum).
+#[test]
+#[ignore = "needs ptxas (scripts/setup-toolchain): scripts/test --toolchain runs it"]
+fn normalisation_kernels_compile_with_ptxas() {
+    use super::NormShape;
+    use crate::expr::Norm;
+    let lib = lib();
+    let dir = std::env::temp_dir().join(format!("sa-t1-norm-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("a temporary folder");
+    let programs: [(&str, &[&str]); 5] = [
+        ("m = amax(a); e = exp(a - m); e / sum(e)", &["a"]),
+        ("m = amax(a); d = a - m; d - log(sum(exp(d)))", &["a"]),
+        ("m = amax(a); m + log(sum(exp(a - m)))", &["a"]),
+        ("a * rsqrt(mean(a * a) + 1e-6) * w", &["a", "w"]),
+        (
+            "mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + 1e-5) * w + b",
+            &["a", "w", "b"],
+        ),
+    ];
+    let mut jobs = Vec::new();
+    for (x, (text, names)) in programs.iter().enumerate() {
+        for (t, elem) in [F32, BF16, F64].into_iter().enumerate() {
+            let args: Vec<(&str, Arg)> = names.iter().map(|n| (*n, Arg::Tensor(elem))).collect();
+            let c = Norm::parse(text)
+                .expect("parses")
+                .compile(&args, None)
+                .expect("compiles");
+            let ops = 1 + names.len() as u8;
+            let all = (1u16 << ops) - 1;
+            let shapes = [
+                (1u8, all, 0u16, 4u8),
+                (2, 0, 0, 1),
+                (1, all & !1, 0, 0),
+                (3, 0, 0, 0),
+            ];
+            for (s, &(nkept, unit, bcast, cached)) in shapes.iter().enumerate() {
+                let shape = NormShape {
+                    ops,
+                    nkept,
+                    unit,
+                    bcast,
+                    cached,
+                    rowwise: c.is_rowwise(),
+                    wide: elem == F64,
+                };
+                let (probe, programs) = c.row_module(shape, 90, "");
+                let lib = if programs.iter().any(super::calls_lib) {
+                    crate::expr::tier1::lib_for_all(&programs, &lib)
+                } else {
+                    String::new()
+                };
+                let _ = probe;
+                let sms: &[u32] = if x == 0 && t == 0 && s == 0 {
+                    &[90, 70]
+                } else {
+                    &[90]
+                };
+                for &sm in sms {
+                    let (text, _) = c.row_module(shape, sm, &lib);
+                    jobs.push((format!("n{x}_t{t}_s{s}_sm{sm}"), text, sm));
+                }
+            }
+        }
+    }
+    compile_all(&dir, jobs);
+    let _ = std::fs::remove_dir_all(&dir);
+}

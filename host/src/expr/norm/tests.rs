@@ -1,0 +1,227 @@
+//! Normalisation programs on the CPU twin: parsing, the builder, checks, and values
+//! against an f64 reference.
+
+use super::Norm;
+use crate::error::Error;
+use crate::expr::{Arg, Expr, HostTensor, HostTensorMut, ReduceOp, Stage};
+use crate::layout::Layout;
+use gpu_kernels::elem::ElemType::{self, F32, F64};
+
+fn run(
+    text: &str,
+    elem: ElemType,
+    shape: &[usize],
+    data: &[f64],
+    axes: &[usize],
+    out_shape: &[usize],
+) -> crate::error::Result<Vec<f64>> {
+    let f = Norm::parse(text)?.compile(&[("a", Arg::Tensor(elem))], None)?;
+    let l = Layout::contiguous(shape)?;
+    let lo = Layout::contiguous(out_shape)?;
+    let n_out: usize = out_shape.iter().product();
+    match elem {
+        F64 => {
+            let mut out = vec![0f64; n_out];
+            f.run_cpu(
+                HostTensorMut::new(bytemuck::cast_slice_mut(&mut out), F64, &lo),
+                &[HostTensor::new(bytemuck::cast_slice(data), F64, &l)],
+                &[],
+                axes,
+            )?;
+            Ok(out)
+        }
+        _ => {
+            let x: Vec<f32> = data.iter().map(|&v| v as f32).collect();
+            let mut out = vec![0f32; n_out];
+            f.run_cpu(
+                HostTensorMut::new(bytemuck::cast_slice_mut(&mut out), F32, &lo),
+                &[HostTensor::new(bytemuck::cast_slice(&x), F32, &l)],
+                &[],
+                axes,
+            )?;
+            Ok(out.iter().map(|&v| v as f64).collect())
+        }
+    }
+}
+
+const SOFTMAX: &str = "m = amax(a); e = exp(a - m); e / sum(e)";
+
+#[test]
+fn softmax_matches_an_f64_reference_over_either_axis() {
+    let data: Vec<f64> = (0..12)
+        .map(|i| ((i * 7) % 11) as f64 * 0.37 - 1.5)
+        .collect();
+    for axis in [0usize, 1] {
+        let got = run(SOFTMAX, F64, &[3, 4], &data, &[axis], &[3, 4]).unwrap();
+        for i in 0..3 {
+            for j in 0..4 {
+                let idx = |k: usize| if axis == 1 { i * 4 + k } else { k * 4 + j };
+                let n = if axis == 1 { 4 } else { 3 };
+                let m = (0..n)
+                    .map(|k| data[idx(k)])
+                    .fold(f64::NEG_INFINITY, f64::max);
+                let s: f64 = (0..n).map(|k| (data[idx(k)] - m).exp()).sum();
+                let me = if axis == 1 { j } else { i };
+                let want = (data[idx(me)] - m).exp() / s;
+                assert!(
+                    (got[i * 4 + j] - want).abs() < 1e-14,
+                    "axis {axis} ({i},{j}): {} vs {want}",
+                    got[i * 4 + j]
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn logsumexp_is_one_value_a_row_kept_or_dropped() {
+    let data: Vec<f64> = (0..8).map(|i| i as f64 * 0.5).collect();
+    let lse = "m = amax(a); m + log(sum(exp(a - m)))";
+    for out_shape in [&[2usize, 1][..], &[2]] {
+        let got = run(lse, F64, &[2, 4], &data, &[1], out_shape).unwrap();
+        for r in 0..2 {
+            let want = (0..4).map(|k| data[r * 4 + k].exp()).sum::<f64>().ln();
+            assert!((got[r] - want).abs() < 1e-12);
+        }
+    }
+    // The input's shape is not the reduced one.
+    assert!(matches!(
+        run(lse, F64, &[2, 4], &data, &[1], &[2, 4]),
+        Err(Error::ReducedShape { .. })
+    ));
+}
+
+#[test]
+fn rms_and_layer_norm_match_the_reference() {
+    let data: Vec<f64> = (0..10).map(|i| (i as f64 - 4.0) * 0.25).collect();
+    let rms = run(
+        "a * rsqrt(mean(a * a) + 1e-6)",
+        F64,
+        &[2, 5],
+        &data,
+        &[1],
+        &[2, 5],
+    )
+    .unwrap();
+    let ln = run(
+        "mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + 1e-5)",
+        F64,
+        &[2, 5],
+        &data,
+        &[1],
+        &[2, 5],
+    )
+    .unwrap();
+    for r in 0..2 {
+        let row = &data[r * 5..r * 5 + 5];
+        let ms = row.iter().map(|x| x * x).sum::<f64>() / 5.0;
+        let mu = row.iter().sum::<f64>() / 5.0;
+        let var = row.iter().map(|x| (x - mu) * (x - mu)).sum::<f64>() / 5.0;
+        for k in 0..5 {
+            assert!((rms[r * 5 + k] - row[k] / (ms + 1e-6).sqrt()).abs() < 1e-12);
+            assert!((ln[r * 5 + k] - (row[k] - mu) / (var + 1e-5).sqrt()).abs() < 1e-12);
+        }
+    }
+}
+
+#[test]
+fn the_builder_and_the_parser_give_one_program() {
+    let a = Expr::var("a");
+    let e = (a.clone() - Norm::stage(0)).exp();
+    let built = Norm::new(
+        vec![
+            Stage {
+                op: ReduceOp::Amax,
+                value: a,
+            },
+            Stage {
+                op: ReduceOp::Sum,
+                value: e.clone(),
+            },
+        ],
+        e / Norm::stage(1),
+    )
+    .unwrap();
+    assert_eq!(built, Norm::parse(SOFTMAX).unwrap());
+    // A stage may name only earlier stages.
+    let bad = Norm::new(
+        vec![Stage {
+            op: ReduceOp::Sum,
+            value: Norm::stage(0),
+        }],
+        Norm::stage(0),
+    );
+    assert!(matches!(bad, Err(Error::ExprType { .. })));
+}
+
+#[test]
+fn bf16_softmax_is_bf16_and_computes_in_f32() {
+    let f = Norm::parse(SOFTMAX)
+        .unwrap()
+        .compile(&[("a", Arg::Tensor(ElemType::BF16))], None)
+        .unwrap();
+    assert_eq!(f.out(), ElemType::BF16);
+    let (stages, result) = f.parts();
+    assert_eq!(stages.len(), 2);
+    assert!(stages.iter().all(|(_, c)| c.out() == F32));
+    assert_eq!(result.out(), ElemType::BF16);
+}
+
+#[test]
+fn bad_programs_and_calls_are_typed_errors() {
+    // Reductions are values only in normalisation programs.
+    assert!(matches!(
+        Expr::parse("a / sum(a)"),
+        Err(Error::ExprSyntax { .. })
+    ));
+    assert!(matches!(
+        Norm::parse("sum(a, b)"),
+        Err(Error::ExprSyntax { .. })
+    ));
+    assert!(matches!(
+        Norm::parse("exp = a; exp"),
+        Err(Error::ExprSyntax { .. })
+    ));
+    assert!(matches!(
+        Norm::parse("m = amax(a) m"),
+        Err(Error::ExprSyntax { .. })
+    ));
+    let too_many = (0..=super::MAX_STAGES)
+        .map(|_| "sum(a)")
+        .collect::<Vec<_>>()
+        .join(" + ");
+    assert!(matches!(
+        Norm::parse(&too_many),
+        Err(Error::ExprLimit { .. })
+    ));
+    // Axes out of range, named twice, none.
+    let data = vec![0.0; 6];
+    for axes in [&[2usize][..], &[1, 1], &[]] {
+        let e = run(SOFTMAX, F64, &[2, 3], &data, axes, &[2, 3]);
+        assert!(
+            matches!(
+                e,
+                Err(Error::InvalidView {
+                    operand: "axes",
+                    ..
+                })
+            ),
+            "{axes:?}: {e:?}"
+        );
+    }
+    // The output's shape is not the inputs'.
+    assert!(matches!(
+        run(SOFTMAX, F64, &[2, 3], &data, &[1], &[2, 1]),
+        Err(Error::Broadcast { .. })
+    ));
+    // A name the program does not have.
+    let e = Norm::parse(SOFTMAX)
+        .unwrap()
+        .compile(&[("a", Arg::Tensor(F32)), ("b", Arg::Tensor(F32))], None);
+    assert!(matches!(e, Err(Error::ExprBind { .. })));
+    // `mean` of integers.
+    let e = Norm::parse("a - mean(a)")
+        .unwrap()
+        .compile(&[("a", Arg::Tensor(ElemType::I32))], None);
+    assert!(matches!(e, Err(Error::ExprType { .. })), "{e:?}");
+}
