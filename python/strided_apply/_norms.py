@@ -58,12 +58,14 @@ def _normalized_dims(input, normalized_shape):
 
 
 def _eps_of(input):
-    """``finfo(dtype).eps`` of the input's type (torch's default for ``rms_norm``)."""
+    """torch's default ``eps`` of ``rms_norm``: ``finfo(dtype).eps`` of the input's type, of
+    ``float32`` for 16-bit floats (their math type)."""
     try:
         import torch
 
         if isinstance(input, torch.Tensor):
-            return torch.finfo(input.dtype).eps
+            wide = input.dtype in (torch.float16, torch.bfloat16)
+            return torch.finfo(torch.float32 if wide else input.dtype).eps
     except ImportError:
         pass
     import numpy as np

@@ -72,7 +72,7 @@ pub struct Stage {
 }
 
 /// A normalisation program, before its arguments' types are known: its stages and its
-/// result ([`Norm::parse`], or built with [`Norm::reduce`] and [`Norm::new`]).
+/// result ([`Norm::parse`], or built with [`Norm::stage`] and [`Norm::new`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Norm {
     stages: Vec<Stage>,
