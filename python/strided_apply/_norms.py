@@ -15,7 +15,8 @@ from ._native import norm
 
 _SOFTMAX = norm("m = amax(a); e = exp(a - m); e / sum(e)")
 _LOG_SOFTMAX = norm("m = amax(a); d = a - m; d - log(sum(exp(d)))")
-_LOGSUMEXP = norm("m = amax(a); m + log(sum(exp(a - m)))")
+# The maximum, 0 where infinite (a row of -inf gives -inf, as torch, not NaN).
+_LOGSUMEXP = norm("m = amax(a); c = where(isinf(m), 0, m); c + log(sum(exp(a - c)))")
 _RMS = norm("a * rsqrt(mean(a * a) + eps)")
 _RMS_W = norm("a * rsqrt(mean(a * a) + eps) * w")
 _LN = norm("mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + eps)")
