@@ -497,12 +497,7 @@ fn function(
     }
     // Module loading is not allowed while the stream is captured: the capture records the
     // interpreter (in either mode).
-    // SAFETY: a query of a live stream of this context.
-    let capturing =
-        unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
-            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-        });
-    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing) else {
+    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing(stream)) else {
         return Ok(None);
     };
     let job = Job {
@@ -538,6 +533,15 @@ fn function(
     }
 }
 
+/// Whether `stream` (a live stream of the gpu's context) is being captured into a graph:
+/// no module may be loaded then.
+fn capturing(stream: CUstream) -> bool {
+    // SAFETY: a query of a live stream.
+    unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
+        s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
+    })
+}
+
 /// The kernel of several programs that `write(sm, lib)` writes (the PTX target, the
 /// library's functions the programs call), compiled by the driver and cached as tier 1's
 /// other kernels (per context; on disk, keyed by the text without the library). The first
@@ -570,12 +574,7 @@ pub(crate) fn module_function(
         Some(_) => return Ok(None),
         None => {}
     }
-    // SAFETY: a query of a live stream of this context.
-    let capturing =
-        unsafe { cudarc::driver::result::stream::is_capturing(stream) }.is_ok_and(|s| {
-            s != cudarc::driver::sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE
-        });
-    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing) else {
+    let Some(image) = gpu.image_bytes(MODULE).filter(|_| !capturing(stream)) else {
         return Ok(None);
     };
     let job = Job {
