@@ -280,9 +280,9 @@ def dot(a, b, dim=None, keepdim=False, *, out=None, stream=None):
 
 __all__ += ["argmin", "argmax", "all", "any", "sqdiff", "dot"]
 
-from ._norms import layer_norm, log_softmax, logsumexp, normalize, rms_norm, softmax  # noqa: E402
+from ._norms import cross_entropy, layer_norm, log_softmax, logsumexp, normalize, rms_norm, softmax  # noqa: E402
 
-__all__ += ["softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm", "normalize"]
+__all__ += ["softmax", "log_softmax", "logsumexp", "rms_norm", "layer_norm", "normalize", "cross_entropy"]
 
 # One function per reduction id: `sa.sum`, `sa.amax`, `sa.mean`, ... (`sa.sqdiff`-like ones
 # for the ids of two inputs).

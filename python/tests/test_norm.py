@@ -418,3 +418,100 @@ def test_gpu_rms_norm_default_eps_is_torchs(torch, dt):
     rtol, atol = GPU_TOL[dt]
     torch.testing.assert_close(got, torch.nn.functional.rms_norm(x, (4096,), w), rtol=rtol, atol=atol)
     assert_same_bits(torch, got, sa.rms_norm(x, (4096,), w, torch.finfo(torch.float32).eps), f"{dt} default eps")
+
+
+def ce_reference(x, t, weight=None, ignore_index=-100, reduction="mean", ls=0.0):
+    """torch's cross-entropy in f64 (class axis 1, or 0 for a 1-D input)."""
+    x = np.asarray(x, np.float64)
+    axis = 0 if x.ndim == 1 else 1
+    c = x.shape[axis]
+    xm = np.moveaxis(x, axis, -1)
+    m = xm.max(-1, keepdims=True)
+    lse = (m + np.log(np.exp(xm - m).sum(-1, keepdims=True)))[..., 0]
+    w = np.ones(c) if weight is None else np.asarray(weight, np.float64)
+    keep = t != ignore_index
+    tc = np.where(keep, t, 0)
+    xt = np.take_along_axis(xm, tc[..., None], -1)[..., 0]
+    wt = w[tc]
+    loss = (1 - ls) * wt * (lse - xt) + ls / c * (lse * w.sum() - (xm * w).sum(-1))
+    loss = np.where(keep, loss, 0.0)
+    if reduction == "none":
+        return loss
+    if reduction == "sum":
+        return loss.sum()
+    return loss.sum() / np.where(keep, wt, 0.0).sum()
+
+
+CE_CASES = [
+    dict(),
+    dict(reduction="none"),
+    dict(reduction="sum"),
+    dict(ignore_index=1),
+    dict(label_smoothing=0.1),
+    dict(weighted=True),
+    dict(weighted=True, label_smoothing=0.2, reduction="none"),
+    dict(weighted=True, ignore_index=0, reduction="mean"),
+]
+
+
+@pytest.mark.parametrize("shape", [(5, 7), (3, 1000), (2, 4, 3), (6,)], ids=lambda s: "x".join(map(str, s)))
+@pytest.mark.parametrize("dt", list(NP_TYPES))
+@pytest.mark.parametrize("case", range(len(CE_CASES)))
+def test_cross_entropy_matches_an_f64_reference_on_the_cpu_twin(case, dt, shape):
+    kw = dict(CE_CASES[case])
+    g = rng("ce", case, dt, shape)
+    c = shape[0] if len(shape) == 1 else shape[1]
+    x = (3 * g.standard_normal(shape)).astype(NP_TYPES[dt])
+    tshape = shape[:1][:0] if len(shape) == 1 else shape[:1] + shape[2:]
+    t = g.integers(0, c, tshape).astype(np.int64)
+    if len(shape) > 1:
+        t.flat[0] = kw.get("ignore_index", -100)  # one ignored sample
+    weight = (0.5 + g.random(c)).astype(NP_TYPES[dt]) if kw.pop("weighted", False) else None
+    got = sa.cross_entropy(x, t, weight=weight, **kw)
+    want = ce_reference(x, t, weight, kw.get("ignore_index", -100), kw.get("reduction", "mean"),
+                        kw.get("label_smoothing", 0.0))
+    got = np.asarray(got)
+    assert got.dtype == NP_TYPES[dt] and got.shape == np.shape(want)
+    rtol, atol = TOL[dt]
+    np.testing.assert_allclose(got, want, rtol=10 * rtol, atol=10 * atol)
+    count_case("norm", "cpu")
+
+
+def test_cross_entropy_all_ignored_is_nan_and_bad_calls_are_typed():
+    x = np.float32([[1, 2], [3, 4]])
+    t = np.int64([-100, -100])
+    assert np.isnan(sa.cross_entropy(x, t))
+    assert sa.cross_entropy(x, t, reduction="sum") == 0
+    with pytest.raises(ValueError, match="reduction"):
+        sa.cross_entropy(x, np.int64([0, 1]), reduction="avg")
+    with pytest.raises(ValueError, match="target of shape"):
+        sa.cross_entropy(x, np.int64([0, 1, 1]))
+    with pytest.raises(ValueError, match="class indices are integers"):
+        sa.cross_entropy(x, np.float32([0, 1]))
+    with pytest.raises(ValueError, match="label_smoothing"):
+        sa.cross_entropy(x, np.int64([0, 1]), label_smoothing=1.5)
+    with pytest.raises(ValueError, match="weight of shape"):
+        sa.cross_entropy(x, np.int64([0, 1]), weight=np.float32([1, 2, 3]))
+
+
+@pytest.mark.parametrize("dt", GPU_TYPES)
+def test_gpu_cross_entropy_matches_torch_and_the_twin(torch, dt):
+    dtype = getattr(torch, dt)
+    F = torch.nn.functional
+    for shape, kw in [((64, 1000), {}), ((8, 5000), dict(label_smoothing=0.1)),
+                      ((4, 10, 6), dict(reduction="none")), ((32, 300), dict(weighted=True, ignore_index=3))]:
+        kw = dict(kw)
+        x, w, _ = torch_inputs(torch, shape, dtype, ("ce", dt, shape))
+        t = torch.randint(0, shape[1], shape[:1] + shape[2:], generator=torch.Generator().manual_seed(7))
+        t.view(-1)[0] = kw.get("ignore_index", -100)
+        weight = w[: shape[1]] if kw.pop("weighted", False) else None
+        args = dict(weight=None if weight is None else weight.cuda(), **kw)
+        got = sa.cross_entropy(x.cuda(), t.cuda(), **args)
+        theirs = lambda *a: F.cross_entropy(*a, **args)
+        want = F.cross_entropy(x.cuda().float(), t.cuda(), **{**args, "weight": None if weight is None else weight.cuda().float()}).to(dtype)
+        rtol, atol = GPU_TOL[dt]
+        torch.testing.assert_close(got, want, rtol=2 * rtol, atol=2 * atol)
+        twin = sa.cross_entropy(x, t, **{**args, "weight": weight})
+        assert_same_bits(torch, got, twin, f"cross_entropy {dt} {shape} {kw}")
+        del theirs
+    count_case("norm", "cuda")

@@ -103,6 +103,8 @@ impl CompiledNorm {
         let shapes: Vec<&[usize]> = inputs.iter().map(|t| t.shape).collect();
         let sh = self.shapes(inputs.len(), &shapes, out.shape, scalars, axes)?;
         let keep = crate::layout::contiguous_strides(&sh.keepdim).unwrap_or_default();
+        let bst = full_strides(&sh, inputs);
+        let inputs = &full_inputs(&sh, inputs, &bst)[..];
         let (fs, fst) = sh.temp_full();
         let (os, ost) = if self.rowwise {
             (fs.clone(), fst.clone())
@@ -137,8 +139,34 @@ impl CompiledNorm {
     }
 }
 
-/// `c`'s operands: the call's inputs, and the stages' temporaries at `ptrs` as views of
-/// `shape` and `strides`.
+/// Each input's strides over the call's broadcast shape (`Shapes::input_strides`).
+pub(super) fn full_strides(sh: &Shapes, inputs: &[RawTensor<'_>]) -> Vec<Vec<isize>> {
+    inputs
+        .iter()
+        .map(|t| sh.input_strides(t.shape, t.strides))
+        .collect()
+}
+
+/// The inputs as views of the broadcast shape, with their strides `strides` over it.
+pub(super) fn full_inputs<'a>(
+    sh: &'a Shapes,
+    inputs: &[RawTensor<'_>],
+    strides: &'a [Vec<isize>],
+) -> Vec<RawTensor<'a>> {
+    inputs
+        .iter()
+        .zip(strides)
+        .map(|(t, st)| RawTensor {
+            ptr: t.ptr,
+            elem: t.elem,
+            shape: &sh.full,
+            strides: st,
+        })
+        .collect()
+}
+
+/// `c`'s operands: the call's inputs (views of the broadcast shape, `full_inputs`), and the
+/// stages' temporaries at `ptrs` as views of `shape` and `strides`.
 pub(super) fn part_inputs<'a>(
     norm: &CompiledNorm,
     c: &Compiled,

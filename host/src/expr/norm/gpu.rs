@@ -3,7 +3,7 @@
 //! [`Compiled::launch_reduce`] into a temporary, then [`Compiled::launch`]): the same
 //! bits either way.
 
-use super::cpu::part_inputs;
+use super::cpu::{full_inputs, full_strides, part_inputs};
 use super::CompiledNorm;
 use crate::error::{Error, Result};
 use crate::expr::device::{DeviceArg, Temps};
@@ -84,6 +84,8 @@ impl CompiledNorm {
         scalars: &[(&str, Scalar)],
     ) -> Result<()> {
         let keep_strides = crate::layout::contiguous_strides(&sh.keepdim).unwrap_or_default();
+        let bst = full_strides(sh, inputs);
+        let inputs = &full_inputs(sh, inputs, &bst)[..];
         let (fs, fst) = sh.temp_full();
         let (os, ost) = if self.rowwise {
             (fs.clone(), fst.clone())

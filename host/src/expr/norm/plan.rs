@@ -130,6 +130,23 @@ impl Shapes {
         (self.full.clone(), self.temp_strides())
     }
 
+    /// An input's strides over `full`: broadcast from the right, its size-1 and missing
+    /// axes stride 0. Every part reads the inputs at this shape, so a stage that reads only
+    /// broadcast inputs still folds the row's `len` values.
+    pub(super) fn input_strides(&self, shape: &[usize], strides: &[isize]) -> Vec<isize> {
+        let rank = self.full.len();
+        let lead = rank - shape.len().min(rank);
+        (0..rank)
+            .map(|a| {
+                if a < lead || shape[a - lead] == 1 {
+                    0
+                } else {
+                    strides[a - lead]
+                }
+            })
+            .collect()
+    }
+
     /// A temporary as a view of the output's shape `out` (keepdim or dropped).
     pub(super) fn temp_as(&self, out: &[usize]) -> (Vec<usize>, Vec<isize>) {
         let st = self.temp_strides();

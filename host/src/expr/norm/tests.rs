@@ -225,3 +225,41 @@ fn bad_programs_and_calls_are_typed_errors() {
         .compile(&[("a", Arg::Tensor(ElemType::I32))], None);
     assert!(matches!(e, Err(Error::ExprType { .. })), "{e:?}");
 }
+
+/// A stage that reads only inputs broadcast along the normalised axis (a row-constant `t`,
+/// a lower-rank `w`) folds the row's every element, as the fused kernel does: `sum(t)` is
+/// `n * t`, `sum(w)` the sum of the whole `w` row.
+#[test]
+fn stages_of_broadcast_inputs_fold_the_whole_row() {
+    let f = Norm::parse("m = amax(a); st = sum(t); sw = sum(w); st + sw + 0 * m")
+        .unwrap()
+        .compile(
+            &[
+                ("a", Arg::Tensor(F64)),
+                ("t", Arg::Tensor(F64)),
+                ("w", Arg::Tensor(F64)),
+            ],
+            None,
+        )
+        .unwrap();
+    let (la, lt, lw) = (
+        Layout::contiguous(&[2, 3]).unwrap(),
+        Layout::contiguous(&[2, 1]).unwrap(),
+        Layout::contiguous(&[3]).unwrap(),
+    );
+    let lo = Layout::contiguous(&[2]).unwrap();
+    let (a, t, w) = ([0f64; 6], [1f64, 10.0], [1f64, 2.0, 4.0]);
+    let mut out = [0f64; 2];
+    f.run_cpu(
+        HostTensorMut::new(bytemuck::cast_slice_mut(&mut out), F64, &lo),
+        &[
+            HostTensor::new(bytemuck::cast_slice(&a), F64, &la),
+            HostTensor::new(bytemuck::cast_slice(&t), F64, &lt),
+            HostTensor::new(bytemuck::cast_slice(&w), F64, &lw),
+        ],
+        &[],
+        &[1],
+    )
+    .unwrap();
+    assert_eq!(out, [3.0 + 7.0, 30.0 + 7.0]);
+}
