@@ -15,6 +15,9 @@ Cases (``--only NAME`` selects some; repeatable, or comma-separated):
 * ``user_softmax``: ``sa.norm("x = a * s + mask; m = amax(x); e = exp(x - m); e / sum(e)")``
   called as ``f(a=x, s=0.125, mask=mask, dim=-1, out=y)``, ``mask`` an [N] row broadcast
   over the rows; ``torch.softmax(x * 0.125 + mask, -1)`` eager and its ``torch.compile``.
+* ``cross_entropy``: ``sa.cross_entropy(x, t)`` (mean over the rows; ``t`` int64 class
+  indices), ``F.cross_entropy(x, t)`` and compiled; the bytes are ``x`` and ``t`` read once
+  (the loss is one value, returned: no ``out=``).
 * ``copy``: ``y.copy_(x)``, the ceiling (impl ``torch``); it runs at every shape and type,
   whatever ``--only`` says, as the ratios need it.
 
@@ -56,14 +59,15 @@ import traceback
 torch = None
 sa = None
 
-CASES = ("softmax", "rms_norm", "layer_norm", "user_softmax", "copy")
+CASES = ("softmax", "rms_norm", "layer_norm", "user_softmax", "cross_entropy", "copy")
 SIZES = (256, 1024, 4096, 16384, 65536, 262144)
 QUICK_SIZES = (1024, 4096, 32768)
 ELEMENTS = 1 << 27
 USER = "x = a * s + mask; m = amax(x); e = exp(x - m); e / sum(e)"
 TOL = {"bf16": (1.6e-2, 1e-5), "f32": (1e-5, 1e-6)}
 # The row tensors each case's torch function takes, in order.
-ARGS = {"softmax": ("x",), "rms_norm": ("x", "w"), "layer_norm": ("x", "w", "b"), "user_softmax": ("x", "mask")}
+ARGS = {"softmax": ("x",), "rms_norm": ("x", "w"), "layer_norm": ("x", "w", "b"), "user_softmax": ("x", "mask"),
+        "cross_entropy": ("x", "t")}
 WARMUPS, RUNS = 5, 30
 
 
@@ -127,7 +131,8 @@ def sa_call(case, t, y):
     else:
         call = {"softmax": lambda: sa.softmax(x, -1, out=y),
                 "rms_norm": lambda: sa.rms_norm(x, (n,), t["w"], 1e-6, out=y),
-                "layer_norm": lambda: sa.layer_norm(x, (n,), t["w"], t["b"], 1e-5, out=y)}[case]
+                "layer_norm": lambda: sa.layer_norm(x, (n,), t["w"], t["b"], 1e-5, out=y),
+                "cross_entropy": lambda: sa.cross_entropy(x, t["t"])}[case]
     call()
     return call
 
@@ -140,6 +145,7 @@ def torch_fn(case, n):
         "rms_norm": lambda x, w: F.rms_norm(x, (n,), w, 1e-6),
         "layer_norm": lambda x, w, b: F.layer_norm(x, (n,), w, b, 1e-5),
         "user_softmax": lambda x, mask: torch.softmax(x * 0.125 + mask, -1),
+        "cross_entropy": lambda x, t: F.cross_entropy(x, t),
     }[case]
 
 
@@ -149,14 +155,18 @@ def run_case(case, dt, t, copy_gbs):
     m, n = x.shape
     name = f"{case}_n{n}"
     args = [t[k] for k in ARGS[case]]
-    y = torch.empty_like(x)
-    moved = sum(a.numel() * a.element_size() for a in args) + y.numel() * y.element_size()
+    loss = case == "cross_entropy"  # one value, returned
+    y = None if loss else torch.empty_like(x)
+    moved = sum(a.numel() * a.element_size() for a in args) + (0 if loss else y.numel() * y.element_size())
     fn = torch_fn(case, n)
     rows = {}
+    got = {}
 
     def run_sa():
         first, call = first_call_s(lambda: sa_call(case, t, y))
-        return median_ms(call, y), {"first_call_s": round(first, 4)}
+        ms = median_ms(call, y)
+        got["y"] = call() if loss else y
+        return ms, {"first_call_s": round(first, 4)}
 
     def run_eager():
         return median_ms(lambda: fn(*args), None), {}
@@ -181,7 +191,8 @@ def run_case(case, dt, t, copy_gbs):
         log(f"{name} {dt}: check not run (strided_apply failed)")
         return False
     rtol, atol = TOL[dt]
-    want = fn(*(a.float() for a in args)).to(x.dtype) if dt == "bf16" else fn(*args)
+    want = fn(*(a.float() if a.is_floating_point() else a for a in args)).to(x.dtype) if dt == "bf16" else fn(*args)
+    y = got["y"]
     try:
         torch.testing.assert_close(y, want, rtol=rtol, atol=atol)
     except AssertionError as e:
@@ -236,6 +247,7 @@ def main(argv=None):
             x = torch.randn((ELEMENTS // n, n), device=dev, dtype=dtype, generator=g)
             t = {"x": x, "w": 0.5 + torch.rand(n, device=dev, dtype=dtype, generator=g)}
             t["b"], t["mask"] = (torch.randn(n, device=dev, dtype=dtype, generator=g) for _ in range(2))
+            t["t"] = torch.randint(0, n, (x.shape[0],), device=dev, generator=g)
             y = torch.empty_like(x)
             ms = median_ms(lambda: y.copy_(x), y)
             copy_gbs = 2 * x.numel() * x.element_size() / ms / 1e6
