@@ -50,6 +50,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(expr::expr, m)?)?;
     m.add_class::<norm::Norm>()?;
     m.add_function(wrap_pyfunction!(norm::norm, m)?)?;
+    m.add_function(wrap_pyfunction!(norm::wait_compiles, m)?)?;
     m.add_function(wrap_pyfunction!(ops::instances, m)?)?;
     m.add_function(wrap_pyfunction!(ops::op_ids, m)?)?;
     m.add_function(wrap_pyfunction!(device::module_info, m)?)?;

@@ -181,3 +181,12 @@ impl Norm {
 pub(crate) fn norm(text: &str) -> PyResult<Norm> {
     Norm::new(text)
 }
+
+/// Waits (at most 5 s, the GIL released) until the kernels the library compiles on
+/// threads of its own (a new normalisation program's row kernel, a new expression's tier-1
+/// kernel) are ready: calls before that run precompiled kernels (the same values), calls
+/// after it the compiled ones — for timing them.
+#[pyfunction]
+pub(crate) fn wait_compiles(py: Python<'_>) {
+    py.detach(strided_apply::expr::wait_compiles);
+}

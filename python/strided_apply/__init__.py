@@ -94,6 +94,7 @@ from ._native import (  # noqa: F401
     reduce_ids,
     stencil,
     stencil_ids,
+    wait_compiles,
 )
 
 __all__ = [
@@ -113,6 +114,7 @@ __all__ = [
     "reduce",
     "map_reduce",
     "reduce_ids",
+    "wait_compiles",
     "reduce_families",
     "Error",
     "LayoutError",

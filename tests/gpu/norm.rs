@@ -265,8 +265,70 @@ pub fn programs_match_cpu_twin(gpu: &Gpu) -> TestResult {
             }
         }
     }
+    let first = background_compile_then_fused(gpu)?;
     Ok(format!(
-        "{cases} program × place × length × type cases, four GPU forms each, bit-identical"
+        "{cases} program × place × length × type cases, four GPU forms each, the CPU twin's \
+         bits (exp and log within {TWIN_ULPS} ulp); {first}"
+    ))
+}
+
+/// The automatic tier: a new program's first call runs while its row kernel compiles on
+/// a thread of its own (the composition: the CPU twin's bits), and once `wait_compiles`
+/// returns, a call is the one row kernel, with the same bits.
+fn background_compile_then_fused(gpu: &Gpu) -> Result<String, String> {
+    let e = |e: Error| e.to_string();
+    // A program no other case compiles (its row kernel is new to this process).
+    let f = Norm::parse("mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + 0.25) - 3")
+        .and_then(|p| p.compile(&[("a", Arg::Tensor(strided_apply::ElemType::F32))], None))
+        .map_err(e)?
+        .with_tier(Tier::Auto);
+    let (rows, n) = (6usize, 777usize);
+    let host: Vec<f32> = (0..rows * n)
+        .map(|i| ((i * 37 % 101) as f32 - 50.0) / 7.0)
+        .collect();
+    let l = Layout::contiguous(&[rows, n]).map_err(e)?;
+    let mut want = vec![0f32; rows * n];
+    f.run_cpu(
+        HostTensorMut::new(
+            bytemuck::cast_slice_mut(&mut want),
+            strided_apply::ElemType::F32,
+            &l,
+        ),
+        &[HostTensor::new(
+            bytemuck::cast_slice(&host),
+            strided_apply::ElemType::F32,
+            &l,
+        )],
+        &[],
+        &[1],
+    )
+    .map_err(e)?;
+    let a = DeviceTensor::from_slice(gpu, &host, &[rows, n]).map_err(e)?;
+    let ins = [DeviceArg::from(&a)];
+    let mut launched = Vec::new();
+    for call in ["first call", "after wait_compiles"] {
+        if call != "first call" {
+            strided_apply::expr::wait_compiles();
+        }
+        let mut o =
+            DeviceTensor::from_slice(gpu, &vec![f32::NAN; rows * n], &[rows, n]).map_err(e)?;
+        let before = tier1_launches();
+        f.run(gpu, &mut o, &ins, &[], &[1]).map_err(e)?;
+        launched.push(tier1_launches() - before);
+        let got = o.buffer_to_vec(gpu).map_err(e)?;
+        if let Some(m) = first_mismatch(&got, &want, ops::Tolerance::Exact) {
+            return Err(format!("automatic tier, {call}, against the CPU twin: {m}"));
+        }
+    }
+    if launched[1] != 1 {
+        return Err(format!(
+            "automatic tier: after wait_compiles a call launched {} compiled kernels, not the one row kernel",
+            launched[1]
+        ));
+    }
+    Ok(format!(
+        "automatic tier: first call {} compiled launch(es) while the row kernel compiled, then the row kernel",
+        launched[0]
     ))
 }
 

@@ -65,7 +65,7 @@ pub use strided_apply_expr::ir::ELEMS;
 pub use strided_apply_expr::{
     Class, Instr, Opcode, Program, MAX_CONSTS, MAX_DEPTH, MAX_INPUTS, MAX_INSTRS,
 };
-pub use tier1::{launches as tier1_launches, Tier};
+pub use tier1::{launches as tier1_launches, wait_compiles, Tier};
 
 use crate::error::{Error, Result};
 use gpu_kernels::elem::ElemType;

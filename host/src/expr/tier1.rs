@@ -544,11 +544,15 @@ fn capturing(stream: CUstream) -> bool {
 
 /// The kernel of several programs that `write(sm, lib)` writes (the PTX target, the
 /// library's functions the programs call), compiled by the driver and cached as tier 1's
-/// other kernels (per context; on disk, keyed by the text without the library). The first
-/// call compiles on the caller's thread and waits (tens to a hundred milliseconds; a
-/// cached cubin loads in about one). `None` where tier 1 does not run it: the
-/// interpreter's tier asked for, no PTX target, a stream being captured (no module loads
-/// then), or a failed compile (reported once; with the compiled tier forced, an error).
+/// other kernels (per context; on disk, keyed by the text without the library). A cached
+/// cubin loads at once (about a millisecond). Otherwise, in the automatic tier, the first
+/// call starts the driver's compile on a thread of its own and returns `None` (the caller
+/// runs its composition of precompiled kernels meanwhile; later calls get the kernel once
+/// it is ready: [`wait_compiles`](crate::expr::wait_compiles) waits for it); with the
+/// compiled tier forced, it compiles on the caller's thread and waits (tens to hundreds of
+/// milliseconds). `None` also where tier 1 does not run it: the interpreter's tier asked
+/// for, no PTX target, a stream being captured (no module loads then), or a failed compile
+/// (reported once; with the compiled tier forced, an error).
 pub(crate) fn module_function(
     gpu: &Gpu,
     stream: CUstream,
@@ -584,6 +588,9 @@ pub(crate) fn module_function(
         image,
     };
     let path = cache_file(&write(sm, ""), &job);
+    if mode == Tier::Auto {
+        return Ok(background(&cache, key, job, path, write));
+    }
     let compiled = (|| {
         if let Some(f) = path.as_deref().and_then(|p| load_cached(&job, p)) {
             return Ok(f);
@@ -616,6 +623,75 @@ pub(crate) fn module_function(
         m.insert(key.clone(), entry);
     }
     out
+}
+
+/// [`module_function`] in the automatic tier: the kernel at once where its cubin is on
+/// disk; else `None`, its compile started on a thread of its own (once: the entry says
+/// `Compiling` until it ends), whose result later calls find.
+fn background(
+    cache: &Arc<Cache>,
+    key: &ModuleKey,
+    job: Job,
+    path: Option<std::path::PathBuf>,
+    write: &dyn Fn(u32, &str) -> String,
+) -> Option<CudaFunction> {
+    let set = |e: Entry| {
+        if let Ok(mut m) = cache.modules.lock() {
+            m.insert(key.clone(), e);
+        }
+    };
+    {
+        let mut m = cache.modules.lock().ok()?;
+        if m.contains_key(key) {
+            return None;
+        }
+        m.insert(key.clone(), Entry::Compiling);
+    }
+    if let Some(f) = path.as_deref().and_then(|p| load_cached(&job, p)) {
+        set(Entry::Ready(f.clone()));
+        return Some(f);
+    }
+    let lib = if key.programs.iter().any(ptx::calls_lib) {
+        match library(job.image) {
+            Ok(lib) => lib_for_all(&key.programs, lib),
+            Err(reason) => {
+                log_once(&format!(
+                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
+                ));
+                set(Entry::Failed(reason));
+                return None;
+            }
+        }
+    } else {
+        String::new()
+    };
+    let text = write(job.sm, &lib);
+    let (cache, key) = (cache.clone(), key.clone());
+    let in_flight = crate::gpu::InFlight::start();
+    std::thread::spawn(move || {
+        let _done = in_flight;
+        exit_hook(&job.ctx);
+        let e = match link_and_load(&job, &text, path.as_deref()) {
+            Ok(f) => Entry::Ready(f),
+            Err(reason) => {
+                log_once(&format!(
+                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
+                ));
+                Entry::Failed(reason)
+            }
+        };
+        if let Ok(mut m) = cache.modules.lock() {
+            m.insert(key, e);
+        }
+    });
+    None
+}
+
+/// Waits (at most 5 s) until the compiles that tier 1 started on threads of their own
+/// have ended, so that the next call of an expression or a normalisation program runs its
+/// compiled kernel (for timing, and tests, of the compiled kernels in the automatic tier).
+pub fn wait_compiles() {
+    crate::gpu::wait_for_background_work();
 }
 
 /// Launches `f` with the kernel parameters at `args` (one pointer a parameter).

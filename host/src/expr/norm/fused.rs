@@ -55,16 +55,7 @@ fn full_strides(sh: &Shapes, t: &RawTensor<'_>, reduced: bool) -> Vec<isize> {
         }
         return st;
     }
-    let lead = rank - t.shape.len().min(rank);
-    (0..rank)
-        .map(|a| {
-            if a < lead || t.shape[a - lead] == 1 {
-                0
-            } else {
-                t.strides[a - lead]
-            }
-        })
-        .collect()
+    sh.input_strides(t.shape, t.strides)
 }
 
 impl CompiledNorm {
@@ -125,42 +116,111 @@ impl CompiledNorm {
             }
         }
         let rs: Vec<i32> = strides.iter().map(|st| st[axis] as i32).collect();
-        let (mut unit, mut bcast) = (0u16, 0u16);
+        // Inputs read along the row: kept in registers in the read-once form, but one row
+        // shared by every row (a weight), which is read again from L1 at each use.
+        let (mut bcast, mut shared) = (0u16, 0u16);
         let mut varying = 0;
+        let mut min_size = usize::MAX;
         for k in 0..ops.len() {
-            let size = types[k].size() as i64;
-            let align = w as i64 * size;
-            let aligned = ops[k].ptr as i64 % align == 0
-                && kept
-                    .iter()
-                    .zip(&kept_strides[k])
-                    .all(|(&d, &s)| d == 1 || (s as i64 * size) % align == 0);
             if rs[k] == 0 && k > 0 {
                 bcast |= 1 << k;
-            } else {
-                if k > 0 {
+                continue;
+            }
+            if rs[k] == 1 {
+                min_size = min_size.min(types[k].size());
+            }
+            if k > 0 {
+                if kept_strides[k].iter().all(|&s| s == 0) {
+                    shared |= 1 << k;
+                } else {
                     varying += 1;
-                }
-                if rs[k] == 1 && aligned && n % w == 0 {
-                    unit |= 1 << k;
                 }
             }
         }
         let glen = group_len(n, w);
         let rounds = glen / (SLOTS * w);
-        let cached = self.cached_rows
-            && groups_used(n, w) == 1
-            && rounds <= CACHED_ROUNDS
-            && rounds * w * varying.max(1) <= CACHED_VALUES;
+        let one_group = groups_used(n, w) == 1;
+        // The slots that receive elements, and a thread's adjacent slots: one 16-byte
+        // vector of the narrowest unit-stride operand.
+        let chunks = n.div_ceil(w);
+        let span = if one_group && chunks <= SLOTS {
+            chunks.next_power_of_two()
+        } else {
+            SLOTS
+        };
+        let mut adjacent = if min_size == usize::MAX {
+            1
+        } else {
+            (16 / (w as usize * min_size)).clamp(1, 4) as u32
+        };
+        adjacent = adjacent.min(span);
+        // Vectors of `adjacent` chunks where every unit-stride operand's are whole and
+        // aligned; else chunks.
+        let vectors = |adj: u32| -> u16 {
+            let mut unit = 0u16;
+            for k in 0..ops.len() {
+                if rs[k] != 1 || (k > 0 && bcast >> k & 1 != 0) {
+                    continue;
+                }
+                let size = types[k].size() as i64;
+                let align = (adj as i64 * w as i64 * size).min(16);
+                let aligned = ops[k].ptr as i64 % align == 0
+                    && kept
+                        .iter()
+                        .zip(&kept_strides[k])
+                        .all(|(&d, &s)| d == 1 || (s as i64 * size) % align == 0);
+                if aligned && n % (adj * w) == 0 {
+                    unit |= 1 << k;
+                }
+            }
+            unit
+        };
+        let mut unit = vectors(adjacent);
+        if adjacent > 1 && unit != vectors(1) {
+            adjacent = 1;
+            unit = vectors(1);
+        }
+        // Threads a row and slot sets a thread for `adjacent` slots a thread; whether the
+        // row then fits the registers (read once).
+        let layout = |adjacent: u32| {
+            let per = span / adjacent;
+            let (threads, sets) = if rounds == 1 && one_group {
+                // Short rows: up to four slot sets a thread, a warp or more a row where the
+                // row has that many vectors.
+                let t = if per <= 32 { per } else { (per / 4).max(32) };
+                (t, per / t)
+            } else {
+                (per, 1)
+            };
+            let cached = self.cached_rows
+                && one_group
+                && rounds <= CACHED_ROUNDS
+                && rounds * sets * adjacent * w * varying.max(1) <= CACHED_VALUES;
+            (threads, cached)
+        };
+        let (mut threads, mut cached) = layout(adjacent);
+        // A row that fits the registers only as one chunk a thread is read once that way
+        // (narrower loads; rereading the row costs more).
+        if !cached && adjacent > 1 && layout(1).1 {
+            adjacent = 1;
+            unit = vectors(1);
+            (threads, cached) = layout(1);
+        }
+        let threads = if cached { threads } else { SLOTS / adjacent };
+        let span = if cached { span } else { SLOTS };
         Some(RowPlan {
             shape: NormShape {
                 ops: ops.len() as u8,
                 nkept: kept.len() as u8,
                 unit,
                 bcast,
+                shared,
                 cached: if cached { rounds as u8 } else { 0 },
                 rowwise: self.rowwise,
                 wide,
+                threads: threads as u16,
+                adjacent: adjacent as u8,
+                span: span as u16,
             },
             n,
             rows,
@@ -259,6 +319,7 @@ impl CompiledNorm {
         let mut head: Vec<u64> = ops.iter().map(|t| t.ptr).collect();
         let mut consts: Vec<[u64; MAX_CONSTS]> = programs.iter().map(|p| p.consts).collect();
         let mut tail: Vec<u64> = vec![
+            plan.rows as u64,
             plan.n as u64,
             glen as u64,
             groups_used(plan.n, w) as u64,
@@ -279,8 +340,8 @@ impl CompiledNorm {
         args.extend(consts.iter_mut().map(|c| c.as_mut_ptr() as *mut c_void));
         args.extend(tail.iter_mut().map(|s| s as *mut u64 as *mut c_void));
         let launch = LaunchShape {
-            grid: plan.rows,
-            block: (SLOTS, 1),
+            grid: plan.rows.div_ceil(shape.rows_per_block()),
+            block: (shape.block(), 1),
             shared_bytes: 0,
         };
         // SAFETY: the parameter list is `ptx::norm_module`'s for this shape (addresses,
@@ -290,7 +351,8 @@ impl CompiledNorm {
         // `sh.full` (offsets proved within 31 bits), vectors only where `unit` says the
         // chunks are whole and aligned; the output shares elements with an input only at
         // the same positions, which each thread reads before it writes them; a block of
-        // `SLOTS` threads a row, `rows` blocks; the caller's stream.
+        // `shape.threads` threads a row, `rows_per_block` rows a block of `shape.block()`
+        // threads (rows past the end store nothing); the caller's stream.
         unsafe { tier1::launch_function(gpu, &f, launch, stream, &mut args)? };
         Ok(true)
     }
@@ -384,6 +446,10 @@ fn shape_words(s: &NormShape, ops: &[u64], srcs: &[Vec<NormSrc>], types: &[ElemT
         s.cached as u64,
         s.rowwise as u64,
         s.wide as u64,
+        s.shared as u64,
+        s.threads as u64,
+        s.adjacent as u64,
+        s.span as u64,
     ];
     v.extend_from_slice(ops);
     for p in srcs {

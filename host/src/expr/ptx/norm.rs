@@ -25,6 +25,9 @@ use std::fmt::Write;
 use strided_apply_expr::ir::Program;
 use strided_apply_expr::reduce::{ReduceOp, SLOTS};
 
+/// Most stages of a program (`expr::norm::MAX_STAGES`): the broadcast area's values a row.
+const MAX_STAGES: u32 = 8;
+
 /// Where a part's input comes from: kernel operand `k` (`1..`: the call's inputs; 0 is the
 /// output) or stage `j`'s value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,11 +43,14 @@ pub(crate) struct NormShape {
     pub ops: u8,
     /// Kept dimensions (rows), 1 to 6.
     pub nkept: u8,
-    /// Bit `k`: operand `k` has row stride 1 and every chunk aligned to its bytes, and the
-    /// row length is a multiple of the chunk: read (written) as vectors of a chunk.
+    /// Bit `k`: operand `k` has row stride 1, every `slots × w` chunks aligned to its
+    /// bytes (or 16), and the row length is a multiple of them: read (written) as vectors.
     pub unit: u16,
     /// Bit `k`: input `k` has row stride 0: read once a row.
     pub bcast: u16,
+    /// Bit `k`: input `k` is one row shared by every row (kept strides 0): read again at
+    /// each use (from L1) rather than kept in registers.
+    pub shared: u16,
     /// Chunk rounds a slot takes (one group), unrolled with the inputs' values in
     /// registers; 0: loops over rounds and groups, each stage reading the row.
     pub cached: u8,
@@ -52,6 +58,31 @@ pub(crate) struct NormShape {
     pub rowwise: bool,
     /// `f64` accumulators (chunks of 2), else `f32` (chunks of 4).
     pub wide: bool,
+    /// Threads a row (a power of two, at most [`SLOTS`]); a block of [`SLOTS`] threads
+    /// holds `SLOTS / threads` rows in the read-once form, one otherwise.
+    pub threads: u16,
+    /// Adjacent slots a thread holds (1, 2 or 4): one vector of `adjacent × w` elements.
+    pub adjacent: u8,
+    /// The slots that may receive elements (a power of two, at most [`SLOTS`], at least
+    /// `threads × adjacent`): thread `t` holds slots `t × adjacent + k + threads × adjacent
+    /// × j`, `k < adjacent`, `j < span / (threads × adjacent)`.
+    pub span: u16,
+}
+
+impl NormShape {
+    /// Rows a block.
+    pub(crate) fn rows_per_block(&self) -> u32 {
+        if self.cached != 0 {
+            (SLOTS / self.threads as u32).max(1)
+        } else {
+            1
+        }
+    }
+
+    /// Threads a block.
+    pub(crate) fn block(&self) -> u32 {
+        self.threads as u32 * self.rows_per_block()
+    }
 }
 
 /// A part of the program: a stage (`op`: its reduction) or the result (`None`), its
@@ -62,6 +93,11 @@ pub(crate) struct Part<'a> {
     pub srcs: &'a [Src],
 }
 
+/// Rounds (vectors) a trip of the looping form's loops takes: their loads issued together
+/// (one 16-byte load a thread in flight left rows of 65 536 elements and more latency
+/// bound), folded in round order.
+const UNROLL: u32 = 4;
+
 /// Bytes of the shared memory of the groups' values (at most `MAX_GROUPS`).
 const GROUP_BYTES: u32 = 8 * gpu_kernels::reduce::MAX_GROUPS;
 
@@ -71,22 +107,38 @@ struct Row<'a> {
     types: &'a [ElemType],
     ft: &'static Ft,
     w: u32,
-    tid: String,
+    /// Threads a row, adjacent slots a thread, slot sets a thread (`span / (threads ×
+    /// adjacent)`).
+    t: u32,
+    k: u32,
+    j: u32,
+    /// The thread's index in its row, and `tl × adjacent`.
+    tl: String,
+    tk: String,
     n: String,
+    /// Shared-memory addresses of this row's tree area and broadcast area.
+    red: String,
+    bc: String,
     /// Each operand's address of the row's element 0, and its row stride (elements).
     addr: Vec<String>,
     rs: Vec<String>,
     /// The values of the inputs of `bcast`.
     once: HashMap<usize, V>,
-    /// Cached mode: each round's chunk start and lane predicates, and the inputs' values.
-    rounds: HashMap<u32, (String, Vec<String>)>,
-    cache: HashMap<(u32, usize), Vec<V>>,
+    /// Read-once form: each (round, slot set)'s vector start and lane predicates, and the
+    /// inputs' values.
+    rounds: HashMap<(u32, u32), (String, Vec<String>)>,
+    cache: HashMap<(u32, u32, usize), Vec<V>>,
 }
 
 impl Row<'_> {
-    /// `q0`'s lane predicates (`q0 + i < n`).
+    /// Elements a thread's vector: `adjacent` chunks.
+    fn vec(&self) -> u32 {
+        self.k * self.w
+    }
+
+    /// `q0`'s lane predicates (`q0 + i < n`, `i <` [`vec`](Self::vec)).
     fn lanes(&self, g: &mut Gen, q0: &str) -> Vec<String> {
-        (0..self.w)
+        (0..self.vec())
             .map(|i| {
                 let (q, p) = (g.r(), g.p());
                 emit!(g, "add.u32 {q}, {q0}, {i};");
@@ -96,38 +148,49 @@ impl Row<'_> {
             .collect()
     }
 
-    /// Cached mode: round `r`'s chunk start `(r * SLOTS + tid) * w` and lane predicates.
-    fn round(&mut self, g: &mut Gen, r: u32) -> (String, Vec<String>) {
-        if let Some(x) = self.rounds.get(&r) {
+    /// The start of the vector of slot set `j` in round `r` of the group at `lo`: element
+    /// `lo + (r × SLOTS + tl × adjacent + threads × adjacent × j) × w`.
+    fn start(&self, g: &mut Gen, lo: Option<&str>, r: &str, j: u32) -> String {
+        let q0 = g.r();
+        match r.parse::<u32>() {
+            Ok(r) => emit!(g, "add.u32 {q0}, {}, {};", self.tk, r * SLOTS),
+            Err(_) => emit!(g, "mad.lo.u32 {q0}, {r}, {SLOTS}, {};", self.tk),
+        }
+        if j > 0 {
+            emit!(g, "add.u32 {q0}, {q0}, {};", self.t * self.k * j);
+        }
+        match lo {
+            Some(lo) => emit!(g, "mad.lo.u32 {q0}, {q0}, {}, {lo};", self.w),
+            None => emit!(g, "mul.lo.u32 {q0}, {q0}, {};", self.w),
+        }
+        q0
+    }
+
+    /// Read-once form: round `r`'s slot set `j`'s vector start and lane predicates.
+    fn round(&mut self, g: &mut Gen, r: u32, j: u32) -> (String, Vec<String>) {
+        if let Some(x) = self.rounds.get(&(r, j)) {
             return x.clone();
         }
-        let q0 = g.r();
-        emit!(
-            g,
-            "mad.lo.u32 {q0}, {}, {}, {};",
-            self.tid,
-            self.w,
-            r * SLOTS * self.w
-        );
+        let q0 = self.start(g, None, &r.to_string(), j);
         let l = self.lanes(g, &q0);
-        self.rounds.insert(r, (q0.clone(), l.clone()));
+        self.rounds.insert((r, j), (q0.clone(), l.clone()));
         (q0, l)
     }
 
-    /// Operand `k`'s `w` values of the chunk at `q0` (lanes `lanes`).
+    /// Operand `k`'s values of the vector at `q0` (lanes `lanes`).
     fn load(&mut self, g: &mut Gen, k: usize, q0: &str, lanes: &[String]) -> Vec<V> {
-        let w = self.w as usize;
+        let n = self.vec() as usize;
         if let Some(v) = self.once.get(&k) {
-            return vec![v.clone(); w];
+            return vec![v.clone(); n];
         }
         let e = self.types[k];
         if self.shape.unit >> k & 1 != 0 {
             let a = g.rd();
             emit!(g, "mul.wide.u32 {a}, {q0}, {};", e.size());
             emit!(g, "add.s64 {a}, {a}, {};", self.addr[k]);
-            return g.guarded(&lanes[0], |g| g.load(e, &a, w));
+            return g.guarded(&lanes[0], |g| g.load(e, &a, n));
         }
-        (0..w)
+        (0..n)
             .map(|i| {
                 let a = self.element(g, k, q0, i);
                 g.guarded(&lanes[i], |g| g.load(e, &a, 1)).remove(0)
@@ -145,8 +208,9 @@ impl Row<'_> {
         a
     }
 
-    /// The inputs of `part` on the chunk at `q0`, by lane: `w` lists of the program's
-    /// inputs (`round`: cached mode's round, whose loads are kept).
+    /// The inputs of `part` on the vector at `q0`, by lane: [`vec`](Self::vec) lists of
+    /// the program's inputs (`at`: the read-once form's round and slot set, whose loads
+    /// are kept, but for the inputs of `shared`).
     fn inputs(
         &mut self,
         g: &mut Gen,
@@ -154,58 +218,78 @@ impl Row<'_> {
         stages: &[V],
         q0: &str,
         lanes: &[String],
-        round: Option<u32>,
+        at: Option<(u32, u32)>,
     ) -> Vec<Vec<V>> {
-        let w = self.w as usize;
+        let n = self.vec() as usize;
+        let shared = self.shape.shared;
         let per_input: Vec<Vec<V>> = part
             .srcs
             .iter()
             .map(|s| match *s {
-                Src::Stage(j) => vec![stages[j as usize].clone(); w],
+                Src::Stage(j) => vec![stages[j as usize].clone(); n],
                 Src::Operand(k) => {
                     let k = k as usize;
-                    match round {
-                        Some(r) => {
-                            if let Some(v) = self.cache.get(&(r, k)) {
+                    match at {
+                        Some((r, j)) if shared >> k & 1 == 0 => {
+                            if let Some(v) = self.cache.get(&(r, j, k)) {
                                 return v.clone();
                             }
                             let v = self.load(g, k, q0, lanes);
-                            self.cache.insert((r, k), v.clone());
+                            self.cache.insert((r, j, k), v.clone());
                             v
                         }
-                        None => self.load(g, k, q0, lanes),
+                        _ => self.load(g, k, q0, lanes),
                     }
                 }
             })
             .collect();
-        (0..w)
+        (0..n)
             .map(|i| per_input.iter().map(|v| v[i].clone()).collect())
             .collect()
     }
 
-    /// Folds `part`'s values of the chunk at `q0` into `acc`; `first`: the predicate of
-    /// the slot's first chunk (`None`: never), `always_first`: it is.
+    /// Folds `part`'s values of the vector at `q0` into `accs` (chunk `c` of the vector
+    /// into `accs[c]`); `first`: the predicate of the slots' first chunks (`None`: never),
+    /// `"1"`: always.
     #[allow(clippy::too_many_arguments)]
-    fn fold_chunk(
+    fn fold(
         &mut self,
         g: &mut Gen,
         part: &Part<'_>,
         consts: &[Option<V>],
         stages: &[V],
-        acc: &str,
+        accs: &[String],
         q0: &str,
         lanes: &[String],
-        round: Option<u32>,
+        at: Option<(u32, u32)>,
+        first: Option<&str>,
+    ) {
+        let ins = self.inputs(g, part, stages, q0, lanes, at);
+        self.fold_values(g, part, consts, accs, lanes, &ins, first);
+    }
+
+    /// [`fold`](Self::fold) of the vector's inputs `ins` (by lane, as
+    /// [`inputs`](Self::inputs) gives them).
+    #[allow(clippy::too_many_arguments)]
+    fn fold_values(
+        &self,
+        g: &mut Gen,
+        part: &Part<'_>,
+        consts: &[Option<V>],
+        accs: &[String],
+        lanes: &[String],
+        ins: &[Vec<V>],
         first: Option<&str>,
     ) {
         let op = part.op.unwrap_or(ReduceOp::Sum);
         let ft = self.ft;
-        let ins = self.inputs(g, part, stages, q0, lanes, round);
+        let w = self.w as usize;
         for (i, lane) in ins.iter().enumerate() {
+            let acc = &accs[i / w];
             let v = g.program(part.p, lane, consts);
             let x = g.float_of(&v, ft);
             let c = g.combine(op, ft, acc, &x);
-            let t = match (i, first) {
+            let t = match (i % w, first) {
                 (0, Some("1")) => x,
                 (0, Some(f)) => {
                     let s = g.fl(ft);
@@ -218,48 +302,166 @@ impl Row<'_> {
         }
     }
 
-    /// The halving tree over the `used` slots' accumulators (`acc`, thread `tid`'s) through
-    /// shared memory: slot 0's value, every thread's.
-    fn tree(&self, g: &mut Gen, op: ReduceOp, acc: &str, used: &str) -> String {
+    /// `acc = combine(acc, other)` where slot `l + s < used` (`l`: `acc`'s slot).
+    #[allow(clippy::too_many_arguments)]
+    fn pair(
+        &self,
+        g: &mut Gen,
+        op: ReduceOp,
+        acc: &str,
+        other: &str,
+        slot: &str,
+        s: u32,
+        used: &str,
+        also: Option<&str>,
+    ) {
+        let (hi, p) = (g.r(), g.p());
+        emit!(g, "add.u32 {hi}, {slot}, {s};");
+        match also {
+            Some(a) => emit!(g, "setp.lt.and.u32 {p}, {hi}, {used}, {a};"),
+            None => emit!(g, "setp.lt.u32 {p}, {hi}, {used};"),
+        }
+        let m = g.combine(op, self.ft, acc, other);
+        emit!(g, "@{p} mov.{} {acc}, {m};", self.ft.t);
+    }
+
+    /// The halving tree over the first `used` slots of the row (`accs[j][k]`: the thread's
+    /// slot `tl × adjacent + k + threads × adjacent × j`), level by level from `span / 2`
+    /// (each level `s` combines slot `l < s` with `l + s` where `l + s < used`, as the
+    /// library's tree): the levels within a thread's slot sets in registers, the levels
+    /// between threads through shared memory (32 threads apart or more, a barrier each)
+    /// and warp shuffles, the levels within a thread's adjacent slots in registers. Slot
+    /// 0's value, every thread of the row's; `stage`: the broadcast area's index.
+    fn tree(
+        &self,
+        g: &mut Gen,
+        op: ReduceOp,
+        accs: &[Vec<String>],
+        used: &str,
+        stage: u32,
+    ) -> String {
         let ft = self.ft;
         let t = ft.t;
-        let tid = &self.tid;
-        let (at, at_base) = (g.r(), g.r());
-        emit!(g, "mov.u32 {at_base}, nrm_red;");
-        emit!(g, "mad.lo.u32 {at}, {tid}, 8, {at_base};");
-        emit!(g, "st.shared.{t} [{at}], {acc};");
-        emit!(g, "bar.sync 0;");
-        let (s, u1, c, none) = (g.r(), g.r(), g.r(), g.p());
-        emit!(g, "sub.u32 {u1}, {used}, 1;");
-        emit!(g, "clz.b32 {c}, {u1};");
-        emit!(g, "sub.u32 {c}, 31, {c};");
-        emit!(g, "shl.b32 {s}, 1, {c};");
-        emit!(g, "setp.le.u32 {none}, {used}, 1;");
-        emit!(g, "selp.u32 {s}, 0, {s}, {none};");
-        let (top, skip, end) = (g.label(), g.label(), g.label());
-        let (done, pair, hi) = (g.p(), g.p(), g.r());
-        emit!(g, "{top}:");
-        emit!(g, "setp.eq.u32 {done}, {s}, 0;");
-        emit!(g, "@{done} bra {end};");
-        emit!(g, "add.u32 {hi}, {tid}, {s};");
-        emit!(g, "setp.lt.u32 {pair}, {tid}, {s};");
-        emit!(g, "setp.lt.and.u32 {pair}, {hi}, {used}, {pair};");
-        emit!(g, "@!{pair} bra {skip};");
-        let (a, b, bat) = (g.fl(ft), g.fl(ft), g.r());
-        emit!(g, "mad.lo.u32 {bat}, {hi}, 8, {at_base};");
-        emit!(g, "ld.shared.{t} {a}, [{at}];");
-        emit!(g, "ld.shared.{t} {b}, [{bat}];");
-        let m = g.combine(op, ft, &a, &b);
-        emit!(g, "st.shared.{t} [{at}], {m};");
-        emit!(g, "{skip}:");
-        emit!(g, "bar.sync 0;");
-        emit!(g, "shr.u32 {s}, {s}, 1;");
-        emit!(g, "bra {top};");
-        emit!(g, "{end}:");
+        let (tn, k) = (self.t, self.k);
+        let tk = &self.tk;
+        // Levels across slot sets (s >= threads × adjacent), in registers.
+        let mut s = tn * k * self.j / 2;
+        while s >= tn * k {
+            for j in 0..s / (tn * k) {
+                for kk in 0..k {
+                    let slot = g.r();
+                    emit!(g, "add.u32 {slot}, {tk}, {};", kk + tn * k * j);
+                    let other = accs[(j + s / (tn * k)) as usize][kk as usize].clone();
+                    self.pair(
+                        g,
+                        op,
+                        &accs[j as usize][kk as usize],
+                        &other,
+                        &slot,
+                        s,
+                        used,
+                        None,
+                    );
+                }
+            }
+            s /= 2;
+        }
+        let acc = &accs[0];
+        // Levels across threads: thread `tl < d` takes thread `tl + d`'s slots.
+        let mut d = tn / 2;
+        if d >= 32 {
+            for (kk, a) in acc.iter().enumerate() {
+                let at = g.r();
+                emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
+                emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
+            }
+        }
+        while d >= 32 {
+            emit!(g, "bar.sync 0;");
+            let lt = g.p();
+            emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
+            let skip = g.label();
+            emit!(g, "@!{lt} bra {skip};");
+            let (at, bat) = (g.r(), g.r());
+            emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
+            emit!(g, "add.u32 {bat}, {at}, {};", 8 * d * k);
+            for (kk, a) in acc.iter().enumerate() {
+                let (slot, b) = (g.r(), g.fl(ft));
+                emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                emit!(g, "ld.shared.{t} {b}, [{bat}+{}];", 8 * kk);
+                self.pair(g, op, a, &b, &slot, d * k, used, None);
+                emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
+            }
+            emit!(g, "{skip}:");
+            d /= 2;
+        }
+        while d >= 1 {
+            let lt = g.p();
+            emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
+            for (kk, a) in acc.iter().enumerate() {
+                let b = self.shfl_down(g, a, d);
+                let slot = g.r();
+                emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                self.pair(g, op, a, &b, &slot, d * k, used, Some(&lt));
+            }
+            d /= 2;
+        }
+        // Levels within a thread's adjacent slots (thread 0's are the tree's).
+        let mut s = k / 2;
+        while s >= 1 {
+            for kk in 0..s {
+                let slot = g.r();
+                emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                self.pair(
+                    g,
+                    op,
+                    &acc[kk as usize],
+                    &acc[(kk + s) as usize].clone(),
+                    &slot,
+                    s,
+                    used,
+                    None,
+                );
+            }
+            s /= 2;
+        }
+        // Thread 0's value to every thread of the row.
         let v = g.fl(ft);
-        emit!(g, "ld.shared.{t} {v}, [nrm_red];");
-        emit!(g, "bar.sync 0;");
+        if tn <= 32 {
+            let (lane, src) = (g.r(), g.r());
+            emit!(g, "mov.u32 {lane}, %laneid;");
+            emit!(g, "and.b32 {src}, {lane}, {};", !(tn - 1) & 31);
+            self.shfl(g, "idx", &acc[0], &src, &v);
+        } else {
+            let (z, at) = (g.p(), g.r());
+            emit!(g, "setp.eq.u32 {z}, {}, 0;", self.tl);
+            emit!(g, "add.u32 {at}, {}, {};", self.bc, 8 * stage);
+            emit!(g, "@{z} st.shared.{t} [{at}], {};", acc[0]);
+            emit!(g, "bar.sync 0;");
+            emit!(g, "ld.shared.{t} {v}, [{at}];");
+        }
         v
+    }
+
+    /// `x` of the lane `d` above (`shfl.sync.down`; the top lanes' own).
+    fn shfl_down(&self, g: &mut Gen, x: &str, d: u32) -> String {
+        let v = g.fl(self.ft);
+        self.shfl(g, "down", x, &d.to_string(), &v);
+        v
+    }
+
+    /// `shfl.sync.{mode}` of `x` by `b` into `v` (two words for `f64`).
+    fn shfl(&self, g: &mut Gen, mode: &str, x: &str, b: &str, v: &str) {
+        let c = "0x1f";
+        if self.ft.f64 {
+            let (lo, hi, lo2, hi2) = (g.r(), g.r(), g.r(), g.r());
+            emit!(g, "mov.b64 {{{lo}, {hi}}}, {x};");
+            emit!(g, "shfl.sync.{mode}.b32 {lo2}, {lo}, {b}, {c}, 0xffffffff;");
+            emit!(g, "shfl.sync.{mode}.b32 {hi2}, {hi}, {b}, {c}, 0xffffffff;");
+            emit!(g, "mov.b64 {v}, {{{lo2}, {hi2}}};");
+        } else {
+            emit!(g, "shfl.sync.{mode}.b32 {v}, {x}, {b}, {c}, 0xffffffff;");
+        }
     }
 
     /// `min(ceil(len / w), SLOTS)`: the used slots of a group of `len` elements.
@@ -270,16 +472,31 @@ impl Row<'_> {
         emit!(g, "min.u32 {u}, {u}, {SLOTS};");
         u
     }
+
+    /// Fresh accumulators, `[j][k]`, zero.
+    fn accs(&self, g: &mut Gen) -> Vec<Vec<String>> {
+        (0..self.j)
+            .map(|_| {
+                (0..self.k)
+                    .map(|_| {
+                        let a = g.fl(self.ft);
+                        emit!(g, "mov.{} {a}, {};", self.ft.t, self.ft.zero);
+                        a
+                    })
+                    .collect()
+            })
+            .collect()
+    }
 }
 
 /// The row kernel of `parts` (the stages in order, then the result) for `shape`, over
 /// operands of `types` (the output first). Parameters, in order: the operands' addresses
 /// (`.u64`, output first, each at its base element), each part's constants (`kc{j}`,
-/// `.b8 [128]`), then `.u32` each: `n` (the row length, at least 1), `group_len`,
-/// `groups` (the groups that hold elements), `rounds` (chunk rounds a slot of a group),
-/// the divisions by kept dimensions `0..nkept-1` (`kept{d}_*`), each operand's kept
-/// strides (`.s32`, `ks{k}_{d}`) and row stride (`.s32`, `rs{k}`). A block of [`SLOTS`]
-/// threads a row.
+/// `.b8 [128]`), then `.u32` each: `rows`, `n` (the row length, at least 1),
+/// `group_len`, `groups` (the groups that hold elements), `rounds` (chunk rounds a slot
+/// of a group), the divisions by kept dimensions `0..nkept-1` (`kept{d}_*`), each
+/// operand's kept strides (`.s32`, `ks{k}_{d}`) and row stride (`.s32`, `rs{k}`). Blocks
+/// of [`NormShape::block`] threads, [`NormShape::rows_per_block`] rows each.
 pub(crate) fn module(
     parts: &[Part<'_>],
     shape: NormShape,
@@ -290,16 +507,20 @@ pub(crate) fn module(
     let mut g = Gen {
         sm,
         lib: lib.to_string(),
-        block: Some((SLOTS, 1)),
+        block: Some((shape.block(), 1)),
         ..Gen::default()
     };
     let ops = shape.ops as usize;
     let nkept = (shape.nkept as usize).clamp(1, 6);
     let ft = if shape.wide { &F64T } else { &F32T };
     let w: u32 = if shape.wide { 2 } else { 4 };
+    let (tn, k) = (shape.threads.max(1) as u32, shape.adjacent.max(1) as u32);
+    let j = (shape.span as u32 / (tn * k)).max(1);
+    let per_block = shape.rows_per_block();
     let mut params: Vec<String> = (0..ops).map(|k| format!(".param .u64 ptr{k}")).collect();
     params.extend((0..parts.len()).map(|j| format!(".param .align 8 .b8 kc{j}[128]")));
-    params.extend(["n", "group_len", "groups", "rounds"].map(|s| format!(".param .u32 {s}")));
+    params
+        .extend(["rows", "n", "group_len", "groups", "rounds"].map(|s| format!(".param .u32 {s}")));
     for d in 0..nkept - 1 {
         params.extend(["d", "magic", "shift"].map(|s| format!(".param .u32 kept{d}_{s}")));
     }
@@ -321,14 +542,19 @@ pub(crate) fn module(
         .enumerate()
         .map(|(j, part)| consts(&mut g, part.p, &format!("kc{j}")))
         .collect();
-    emit!(g, ".shared .align 8 .b8 nrm_red[{}];", 8 * SLOTS);
+    emit!(g, ".shared .align 8 .b8 nrm_red[{}];", 8 * SLOTS * k);
+    emit!(
+        g,
+        ".shared .align 8 .b8 nrm_bc[{}];",
+        8 * MAX_STAGES * per_block
+    );
     if shape.cached == 0 {
         emit!(g, ".shared .align 8 .b8 nrm_grp[{GROUP_BYTES}];");
     }
-    let [tid, row, n, glen, groups, rounds] = [0; 6].map(|_| g.r());
+    let [tid, tl, seg, row, rows, n, glen, groups, rounds] = [0; 9].map(|_| g.r());
     emit!(g, "mov.u32 {tid}, %tid.x;");
-    emit!(g, "mov.u32 {row}, %ctaid.x;");
     for (reg, name) in [
+        (&rows, "rows"),
         (&n, "n"),
         (&glen, "group_len"),
         (&groups, "groups"),
@@ -336,6 +562,23 @@ pub(crate) fn module(
     ] {
         emit!(g, "ld.param.u32 {reg}, [{name}];");
     }
+    // The thread's row: `seg` of the block's; rows past the end compute the last row's
+    // values and store nothing (every thread takes part in the barriers).
+    emit!(g, "and.b32 {tl}, {tid}, {};", tn - 1);
+    emit!(g, "shr.u32 {seg}, {tid}, {};", tn.trailing_zeros());
+    emit!(g, "mov.u32 {row}, %ctaid.x;");
+    emit!(g, "mad.lo.u32 {row}, {row}, {per_block}, {seg};");
+    let (live, last) = (g.p(), g.r());
+    emit!(g, "setp.lt.u32 {live}, {row}, {rows};");
+    emit!(g, "sub.u32 {last}, {rows}, 1;");
+    emit!(g, "min.u32 {row}, {row}, {last};");
+    let tk = g.r();
+    emit!(g, "mul.lo.u32 {tk}, {tl}, {k};");
+    let (red, bc) = (g.r(), g.r());
+    emit!(g, "mov.u32 {red}, nrm_red;");
+    emit!(g, "mad.lo.u32 {red}, {seg}, {}, {red};", 8 * tn * k);
+    emit!(g, "mov.u32 {bc}, nrm_bc;");
+    emit!(g, "mad.lo.u32 {bc}, {seg}, {}, {bc};", 8 * MAX_STAGES);
     let divs: Vec<[String; 3]> = (0..nkept - 1)
         .map(|d| g.div_params(&format!("kept{d}")))
         .collect();
@@ -356,8 +599,14 @@ pub(crate) fn module(
         types,
         ft,
         w,
-        tid: tid.clone(),
+        t: tn,
+        k,
+        j,
+        tl: tl.clone(),
+        tk,
         n: n.clone(),
+        red,
+        bc,
         addr,
         rs,
         once: HashMap::new(),
@@ -378,31 +627,32 @@ pub(crate) fn module(
         Some(x) => x,
         None => return text(&g, &params, 0),
     };
-    for (j, part) in stage_parts.iter().enumerate() {
+    for (si, part) in stage_parts.iter().enumerate() {
         let op = part.op.unwrap_or(ReduceOp::Sum);
-        let acc = g.fl(ft);
-        emit!(g, "mov.{t} {acc}, {};", ft.zero);
+        let accs = st.accs(&mut g);
         let value = if shape.cached != 0 {
             for r in 0..shape.cached as u32 {
-                let (q0, lanes) = st.round(&mut g, r);
-                let first = (r == 0).then_some("1");
-                st.fold_chunk(
-                    &mut g,
-                    part,
-                    &kcs[j],
-                    &stages,
-                    &acc,
-                    &q0,
-                    &lanes,
-                    Some(r),
-                    first,
-                );
+                for jj in 0..j {
+                    let (q0, lanes) = st.round(&mut g, r, jj);
+                    let first = (r == 0).then_some("1");
+                    st.fold(
+                        &mut g,
+                        part,
+                        &kcs[si],
+                        &stages,
+                        &accs[jj as usize],
+                        &q0,
+                        &lanes,
+                        Some((r, jj)),
+                        first,
+                    );
+                }
             }
             let used = st.used(&mut g, &n);
-            st.tree(&mut g, op, &acc, &used)
+            st.tree(&mut g, op, &accs, &used, si as u32)
         } else {
-            // Groups, and rounds of each.
-            let (gi, m, lo, len, q0) = (g.r(), g.r(), g.r(), g.r(), g.r());
+            // Groups, and rounds of each (one slot set a thread).
+            let (gi, m, lo, len) = (g.r(), g.r(), g.r(), g.r());
             let (gtop, mtop) = (g.label(), g.label());
             let (first, more) = (g.p(), g.p());
             let value = g.fl(ft);
@@ -413,33 +663,44 @@ pub(crate) fn module(
             emit!(g, "min.u32 {len}, {len}, {glen};");
             emit!(g, "mov.u32 {m}, 0;");
             emit!(g, "{mtop}:");
-            emit!(g, "mad.lo.u32 {q0}, {m}, {SLOTS}, {tid};");
-            emit!(g, "mad.lo.u32 {q0}, {q0}, {w}, {lo};");
             emit!(g, "setp.eq.u32 {first}, {m}, 0;");
-            let lanes = st.lanes(&mut g, &q0);
-            st.fold_chunk(
-                &mut g,
-                part,
-                &kcs[j],
-                &stages,
-                &acc,
-                &q0,
-                &lanes,
-                None,
-                Some(&first),
-            );
-            emit!(g, "add.u32 {m}, {m}, 1;");
+            // UNROLL rounds a trip: every vector's loads, then the folds in round order.
+            let mut pending = Vec::new();
+            for u in 0..UNROLL {
+                let (mu, inr) = (g.r(), g.p());
+                emit!(g, "add.u32 {mu}, {m}, {u};");
+                emit!(g, "setp.lt.u32 {inr}, {mu}, {rounds};");
+                let q0 = st.start(&mut g, Some(&lo), &mu, 0);
+                let lanes: Vec<String> = st
+                    .lanes(&mut g, &q0)
+                    .iter()
+                    .map(|l| {
+                        let p = g.p();
+                        emit!(g, "and.pred {p}, {l}, {inr};");
+                        p
+                    })
+                    .collect();
+                let ins = st.inputs(&mut g, part, &stages, &q0, &lanes, None);
+                pending.push((lanes, ins));
+            }
+            for (u, (lanes, ins)) in pending.iter().enumerate() {
+                let f = (u == 0).then_some(first.as_str());
+                st.fold_values(&mut g, part, &kcs[si], &accs[0], lanes, ins, f);
+            }
+            emit!(g, "add.u32 {m}, {m}, {UNROLL};");
             emit!(g, "setp.lt.u32 {more}, {m}, {rounds};");
             emit!(g, "@{more} bra {mtop};");
             let used = st.used(&mut g, &len);
-            let v = st.tree(&mut g, op, &acc, &used);
+            let v = st.tree(&mut g, op, &accs, &used, si as u32);
             emit!(g, "mov.{t} {value}, {v};");
             // Thread 0 keeps the group's value.
             let (zero, at, gb) = (g.p(), g.r(), g.r());
-            emit!(g, "setp.eq.u32 {zero}, {tid}, 0;");
+            emit!(g, "setp.eq.u32 {zero}, {tl}, 0;");
             emit!(g, "mov.u32 {gb}, nrm_grp;");
             emit!(g, "mad.lo.u32 {at}, {gi}, 8, {gb};");
             emit!(g, "@{zero} st.shared.{t} [{at}], {value};");
+            // The next group's tree reuses the tree and broadcast areas.
+            emit!(g, "bar.sync 0;");
             emit!(g, "add.u32 {gi}, {gi}, 1;");
             emit!(g, "setp.lt.u32 {more}, {gi}, {groups};");
             emit!(g, "@{more} bra {gtop};");
@@ -447,10 +708,9 @@ pub(crate) fn module(
             let (single, skip_tree) = (g.p(), g.label());
             emit!(g, "setp.le.u32 {single}, {groups}, 1;");
             emit!(g, "@{single} bra {skip_tree};");
-            emit!(g, "bar.sync 0;");
             let not0 = g.p();
             let after = g.label();
-            emit!(g, "setp.ne.u32 {not0}, {tid}, 0;");
+            emit!(g, "setp.ne.u32 {not0}, {tl}, 0;");
             emit!(g, "@{not0} bra {after};");
             let (s, u1, c, l, hi, lat, hat) = (g.r(), g.r(), g.r(), g.r(), g.r(), g.r(), g.r());
             emit!(g, "sub.u32 {u1}, {groups}, 1;");
@@ -458,7 +718,7 @@ pub(crate) fn module(
             emit!(g, "sub.u32 {c}, 31, {c};");
             emit!(g, "shl.b32 {s}, 1, {c};");
             let (ttop, ltop, lend, tend) = (g.label(), g.label(), g.label(), g.label());
-            let (p1, p2) = (g.p(), g.p());
+            let p1 = g.p();
             emit!(g, "{ttop}:");
             emit!(g, "setp.eq.u32 {p1}, {s}, 0;");
             emit!(g, "@{p1} bra {tend};");
@@ -481,12 +741,9 @@ pub(crate) fn module(
             emit!(g, "shr.u32 {s}, {s}, 1;");
             emit!(g, "bra {ttop};");
             emit!(g, "{tend}:");
-            let _ = p2;
-            emit!(g, "ld.shared.{t} {a}, [nrm_grp];");
-            emit!(g, "st.shared.{t} [nrm_red], {a};");
             emit!(g, "{after}:");
             emit!(g, "bar.sync 0;");
-            emit!(g, "ld.shared.{t} {value}, [nrm_red];");
+            emit!(g, "ld.shared.{t} {value}, [nrm_grp];");
             emit!(g, "bar.sync 0;");
             emit!(g, "{skip_tree}:");
             value
@@ -508,7 +765,7 @@ pub(crate) fn module(
     if !shape.rowwise {
         let skip = g.label();
         let not0 = g.p();
-        emit!(g, "setp.ne.u32 {not0}, {tid}, 0;");
+        emit!(g, "setp.ne.or.u32 {not0}, {tl}, 0, !{live};");
         emit!(g, "@{not0} bra {skip};");
         let ins: Vec<V> = result
             .srcs
@@ -525,8 +782,7 @@ pub(crate) fn module(
         emit!(g, "ret;");
         return text(&g, &params, 0);
     }
-    let write = |g: &mut Gen, st: &mut Row<'_>, q0: &str, lanes: &[String], round: Option<u32>| {
-        let ins = st.inputs(g, result, &stages, q0, lanes, round);
+    let write = |g: &mut Gen, st: &mut Row<'_>, q0: &str, lanes: &[String], ins: &[Vec<V>]| {
         let vals: Vec<V> = ins
             .iter()
             .map(|lane| g.program(result.p, lane, rk))
@@ -545,26 +801,43 @@ pub(crate) fn module(
             }
         }
     };
+    // Rows past the end store nothing.
+    let done = g.label();
+    emit!(g, "@!{live} bra {done};");
     if shape.cached != 0 {
         for r in 0..shape.cached as u32 {
-            let (q0, lanes) = st.round(&mut g, r);
-            write(&mut g, &mut st, &q0, &lanes, Some(r));
+            for jj in 0..j {
+                let (q0, lanes) = st.round(&mut g, r, jj);
+                let ins = st.inputs(&mut g, result, &stages, &q0, &lanes, Some((r, jj)));
+                write(&mut g, &mut st, &q0, &lanes, &ins);
+            }
         }
     } else {
-        // Chunks `tid, tid + SLOTS, …` of the whole row.
-        let (c, q0, more) = (g.r(), g.r(), g.p());
+        // Vectors `tl, tl + threads, …` of the whole row, UNROLL a trip (loads first).
+        let (c, q, more) = (g.r(), g.r(), g.p());
         let (top, end) = (g.label(), g.label());
-        emit!(g, "mov.u32 {c}, {tid};");
+        emit!(g, "mov.u32 {c}, {};", st.tk);
         emit!(g, "{top}:");
-        emit!(g, "mul.lo.u32 {q0}, {c}, {w};");
-        emit!(g, "setp.ge.u32 {more}, {q0}, {n};");
+        emit!(g, "mul.lo.u32 {q}, {c}, {w};");
+        emit!(g, "setp.ge.u32 {more}, {q}, {n};");
         emit!(g, "@{more} bra {end};");
-        let lanes = st.lanes(&mut g, &q0);
-        write(&mut g, &mut st, &q0, &lanes, None);
-        emit!(g, "add.u32 {c}, {c}, {SLOTS};");
+        let mut pending = Vec::new();
+        for u in 0..UNROLL {
+            let q0 = g.r();
+            emit!(g, "add.u32 {q0}, {c}, {};", u * tn * k);
+            emit!(g, "mul.lo.u32 {q0}, {q0}, {w};");
+            let lanes = st.lanes(&mut g, &q0);
+            let ins = st.inputs(&mut g, result, &stages, &q0, &lanes, None);
+            pending.push((q0, lanes, ins));
+        }
+        for (q0, lanes, ins) in &pending {
+            write(&mut g, &mut st, q0, lanes, ins);
+        }
+        emit!(g, "add.u32 {c}, {c}, {};", UNROLL * tn * k);
         emit!(g, "bra {top};");
         emit!(g, "{end}:");
     }
+    emit!(g, "{done}:");
     emit!(g, "ret;");
     text(&g, &params, 0)
 }

@@ -529,21 +529,33 @@ fn normalisation_kernels_compile_with_ptxas() {
                 .expect("compiles");
             let ops = 1 + names.len() as u8;
             let all = (1u16 << ops) - 1;
+            // (kept dims, unit, bcast, shared, cached rounds, threads, adjacent, span):
+            // long rows read once, by vectors of two chunks with a shared weight row, short
+            // rows by a warp (four slot sets), by half a warp, by two warps, and the loop.
             let shapes = [
-                (1u8, all, 0u16, 4u8),
-                (2, 0, 0, 1),
-                (1, all & !1, 0, 0),
-                (3, 0, 0, 0),
+                (1u8, all, 0u16, 0u16, 4u8, 256u16, 1u8, 256u16),
+                (1, all, 0, all & !3, 2, 128, 2, 256),
+                (2, 0, 0, 0, 1, 32, 1, 128),
+                (1, all & !1, 0, 0, 1, 16, 1, 16),
+                (1, all, 0, 0, 1, 64, 1, 256),
+                (3, 0, 0, 0, 0, 256, 1, 256),
+                (1, all, 0, 0, 0, 128, 2, 256),
             ];
-            for (s, &(nkept, unit, bcast, cached)) in shapes.iter().enumerate() {
+            for (s, &(nkept, unit, bcast, shared, cached, threads, adjacent, span)) in
+                shapes.iter().enumerate()
+            {
                 let shape = NormShape {
                     ops,
                     nkept,
                     unit,
                     bcast,
+                    shared,
                     cached,
                     rowwise: c.is_rowwise(),
                     wide: elem == F64,
+                    threads,
+                    adjacent,
+                    span,
                 };
                 let (probe, programs) = c.row_module(shape, 90, "");
                 let lib = if programs.iter().any(super::calls_lib) {
