@@ -344,86 +344,67 @@ impl Row<'_> {
         let t = ft.t;
         let (tn, k) = (self.t, self.k);
         let tk = &self.tk;
-        // Levels across slot sets (s >= threads × adjacent), in registers.
-        let mut s = tn * k * self.j / 2;
-        while s >= tn * k {
-            for j in 0..s / (tn * k) {
-                for kk in 0..k {
-                    let slot = g.r();
-                    emit!(g, "add.u32 {slot}, {tk}, {};", kk + tn * k * j);
-                    let other = accs[(j + s / (tn * k)) as usize][kk as usize].clone();
-                    self.pair(
-                        g,
-                        op,
-                        &accs[j as usize][kk as usize],
-                        &other,
-                        &slot,
-                        s,
-                        used,
-                        None,
-                    );
+        let acc = &accs[0];
+        let mut stored = false;
+        for level in levels(tn, k, self.j) {
+            match level {
+                Level::Sets { s } => {
+                    let step = s / (tn * k);
+                    for j in 0..step {
+                        for kk in 0..k {
+                            let slot = g.r();
+                            emit!(g, "add.u32 {slot}, {tk}, {};", kk + tn * k * j);
+                            let other = accs[(j + step) as usize][kk as usize].clone();
+                            let a = &accs[j as usize][kk as usize];
+                            self.pair(g, op, a, &other, &slot, s, used, None);
+                        }
+                    }
+                }
+                Level::Threads { d, shared: true } => {
+                    if !stored {
+                        for (kk, a) in acc.iter().enumerate() {
+                            let at = g.r();
+                            emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
+                            emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
+                        }
+                        stored = true;
+                    }
+                    emit!(g, "bar.sync 0;");
+                    let lt = g.p();
+                    emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
+                    let skip = g.label();
+                    emit!(g, "@!{lt} bra {skip};");
+                    let (at, bat) = (g.r(), g.r());
+                    emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
+                    emit!(g, "add.u32 {bat}, {at}, {};", 8 * d * k);
+                    for (kk, a) in acc.iter().enumerate() {
+                        let (slot, b) = (g.r(), g.fl(ft));
+                        emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                        emit!(g, "ld.shared.{t} {b}, [{bat}+{}];", 8 * kk);
+                        self.pair(g, op, a, &b, &slot, d * k, used, None);
+                        emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
+                    }
+                    emit!(g, "{skip}:");
+                }
+                Level::Threads { d, shared: false } => {
+                    let lt = g.p();
+                    emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
+                    for (kk, a) in acc.iter().enumerate() {
+                        let b = self.shfl_down(g, a, d);
+                        let slot = g.r();
+                        emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                        self.pair(g, op, a, &b, &slot, d * k, used, Some(&lt));
+                    }
+                }
+                Level::Adjacent { s } => {
+                    for kk in 0..s {
+                        let slot = g.r();
+                        emit!(g, "add.u32 {slot}, {tk}, {kk};");
+                        let other = acc[(kk + s) as usize].clone();
+                        self.pair(g, op, &acc[kk as usize], &other, &slot, s, used, None);
+                    }
                 }
             }
-            s /= 2;
-        }
-        let acc = &accs[0];
-        // Levels across threads: thread `tl < d` takes thread `tl + d`'s slots.
-        let mut d = tn / 2;
-        if d >= 32 {
-            for (kk, a) in acc.iter().enumerate() {
-                let at = g.r();
-                emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
-                emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
-            }
-        }
-        while d >= 32 {
-            emit!(g, "bar.sync 0;");
-            let lt = g.p();
-            emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
-            let skip = g.label();
-            emit!(g, "@!{lt} bra {skip};");
-            let (at, bat) = (g.r(), g.r());
-            emit!(g, "mad.lo.u32 {at}, {tk}, 8, {};", self.red);
-            emit!(g, "add.u32 {bat}, {at}, {};", 8 * d * k);
-            for (kk, a) in acc.iter().enumerate() {
-                let (slot, b) = (g.r(), g.fl(ft));
-                emit!(g, "add.u32 {slot}, {tk}, {kk};");
-                emit!(g, "ld.shared.{t} {b}, [{bat}+{}];", 8 * kk);
-                self.pair(g, op, a, &b, &slot, d * k, used, None);
-                emit!(g, "st.shared.{t} [{at}+{}], {a};", 8 * kk);
-            }
-            emit!(g, "{skip}:");
-            d /= 2;
-        }
-        while d >= 1 {
-            let lt = g.p();
-            emit!(g, "setp.lt.u32 {lt}, {}, {d};", self.tl);
-            for (kk, a) in acc.iter().enumerate() {
-                let b = self.shfl_down(g, a, d);
-                let slot = g.r();
-                emit!(g, "add.u32 {slot}, {tk}, {kk};");
-                self.pair(g, op, a, &b, &slot, d * k, used, Some(&lt));
-            }
-            d /= 2;
-        }
-        // Levels within a thread's adjacent slots (thread 0's are the tree's).
-        let mut s = k / 2;
-        while s >= 1 {
-            for kk in 0..s {
-                let slot = g.r();
-                emit!(g, "add.u32 {slot}, {tk}, {kk};");
-                self.pair(
-                    g,
-                    op,
-                    &acc[kk as usize],
-                    &acc[(kk + s) as usize].clone(),
-                    &slot,
-                    s,
-                    used,
-                    None,
-                );
-            }
-            s /= 2;
         }
         // Thread 0's value to every thread of the row.
         let v = g.fl(ft);
@@ -487,6 +468,42 @@ impl Row<'_> {
             })
             .collect()
     }
+}
+
+/// One level of the row kernel's halving tree as the kernel runs it (level `s`: slot
+/// `l < s` takes slot `l + s` where `l + s < used`, as the library's tree), for a thread
+/// `tl` holding slots `tl × adjacent + k + threads × adjacent × j`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// Within each thread: slot set `j` takes set `j + s / (threads × adjacent)`.
+    Sets { s: u32 },
+    /// Thread `tl < d` takes thread `tl + d`'s slots (level `d × adjacent`): through
+    /// shared memory with a barrier (`shared`: `d >= 32`, across warps), else a shuffle.
+    Threads { d: u32, shared: bool },
+    /// Within thread 0 (whose slot 0 is the tree's): adjacent slot `k < s` takes `k + s`.
+    Adjacent { s: u32 },
+}
+
+/// The levels of the tree over `threads × adjacent × sets` slots, from the top: every
+/// level of the library's tree over that many slots, once, in its order.
+pub(crate) fn levels(threads: u32, adjacent: u32, sets: u32) -> Vec<Level> {
+    let mut v = Vec::new();
+    let mut s = threads * adjacent * sets / 2;
+    while s >= threads * adjacent {
+        v.push(Level::Sets { s });
+        s /= 2;
+    }
+    let mut d = threads / 2;
+    while d >= 1 {
+        v.push(Level::Threads { d, shared: d >= 32 });
+        d /= 2;
+    }
+    let mut s = adjacent / 2;
+    while s >= 1 {
+        v.push(Level::Adjacent { s });
+        s /= 2;
+    }
+    v
 }
 
 /// The row kernel of `parts` (the stages in order, then the result) for `shape`, over

@@ -579,3 +579,122 @@ fn normalisation_kernels_compile_with_ptxas() {
     compile_all(&dir, jobs);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The row kernel's tree schedule ([`super::norm::levels`]) over every thread shape it
+/// takes (threads × adjacent slots × slot sets, at most `SLOTS` slots) gives, for every
+/// count of used slots, the library's tree ([`gpu_kernels::reduce::tree`]): each thread's
+/// slots simulated level by level as the kernel combines them, with an order-sensitive
+/// combine.
+#[test]
+fn the_row_kernels_tree_schedule_is_the_librarys_tree() {
+    use super::norm::{levels, Level};
+    use gpu_kernels::reduce::{tree, Reduce};
+    #[derive(Clone, Copy)]
+    struct Mix;
+    impl Reduce<u64> for Mix {
+        type Acc = u64;
+        type Out = u64;
+        fn first(&self, x: u64, _: u32) -> u64 {
+            x
+        }
+        fn fold(&self, a: u64, x: u64, _: u32) -> u64 {
+            self.combine(a, x)
+        }
+        fn combine(&self, a: u64, b: u64) -> u64 {
+            a.wrapping_mul(1_000_003).wrapping_add(b ^ 0x9e37_79b9)
+        }
+        fn finish(&self, a: u64, _: u32) -> u64 {
+            a
+        }
+        fn empty(&self) -> Option<u64> {
+            None
+        }
+        fn placeholder(&self) -> u64 {
+            u64::MAX
+        }
+    }
+    let slots = strided_apply_expr::reduce::SLOTS;
+    let mut shapes = 0;
+    for threads in (0..=8).map(|b| 1u32 << b) {
+        for adjacent in [1u32, 2, 4] {
+            for sets in [1u32, 2, 4] {
+                let span = threads * adjacent * sets;
+                if span > slots {
+                    continue;
+                }
+                shapes += 1;
+                let sched = levels(threads, adjacent, sets);
+                for used in 1..=span {
+                    let slot = |tl: u32, k: u32, j: u32| tl * adjacent + k + threads * adjacent * j;
+                    // acc[tl][j][k]: slot `slot(tl, k, j)`'s value (its index + 1), or the
+                    // placeholder where it receives nothing.
+                    let mut acc: Vec<Vec<Vec<u64>>> = (0..threads)
+                        .map(|tl| {
+                            (0..sets)
+                                .map(|j| {
+                                    (0..adjacent)
+                                        .map(|k| {
+                                            let l = slot(tl, k, j);
+                                            if l < used {
+                                                l as u64 + 1
+                                            } else {
+                                                u64::MAX
+                                            }
+                                        })
+                                        .collect()
+                                })
+                                .collect()
+                        })
+                        .collect();
+                    for level in &sched {
+                        match *level {
+                            Level::Sets { s } => {
+                                let step = s / (threads * adjacent);
+                                for a in acc.iter_mut().take(threads as usize).enumerate() {
+                                    let (tl, a) = a;
+                                    for j in 0..step {
+                                        for k in 0..adjacent {
+                                            if slot(tl as u32, k, j) + s < used {
+                                                let o = a[(j + step) as usize][k as usize];
+                                                let x = &mut a[j as usize][k as usize];
+                                                *x = Mix.combine(*x, o);
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            Level::Threads { d, .. } => {
+                                let before = acc.clone();
+                                for tl in 0..d {
+                                    for k in 0..adjacent {
+                                        if slot(tl, k, 0) + d * adjacent < used {
+                                            let o = before[(tl + d) as usize][0][k as usize];
+                                            let x = &mut acc[tl as usize][0][k as usize];
+                                            *x = Mix.combine(*x, o);
+                                        }
+                                    }
+                                }
+                            }
+                            Level::Adjacent { s } => {
+                                for k in 0..s {
+                                    if k + s < used {
+                                        let o = acc[0][0][(k + s) as usize];
+                                        let x = &mut acc[0][0][k as usize];
+                                        *x = Mix.combine(*x, o);
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    let mut v: Vec<u64> = (1..=used as u64).collect();
+                    assert_eq!(
+                        Some(acc[0][0][0]),
+                        tree(&Mix, &mut v),
+                        "{threads} threads × {adjacent} adjacent × {sets} sets, {used} used"
+                    );
+                }
+            }
+        }
+    }
+    assert!(shapes > 20, "{shapes} shapes");
+}
