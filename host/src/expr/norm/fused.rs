@@ -31,8 +31,8 @@ const CACHED_VALUES: u32 = 64;
 const CACHED_ROUNDS: u32 = 16;
 
 /// A call's layout as the row kernel takes it.
-struct RowPlan {
-    shape: NormShape,
+pub(super) struct RowPlan {
+    pub(super) shape: NormShape,
     n: u32,
     rows: u32,
     /// Kept dimensions' sizes (innermost first) and each operand's strides along them.
@@ -60,7 +60,12 @@ fn full_strides(sh: &Shapes, t: &RawTensor<'_>, reduced: bool) -> Vec<isize> {
 
 impl CompiledNorm {
     /// The row kernel's layout for this call, `None` where the kernel does not take it.
-    fn row_plan(&self, sh: &Shapes, ops: &[RawTensor<'_>], types: &[ElemType]) -> Option<RowPlan> {
+    pub(super) fn row_plan(
+        &self,
+        sh: &Shapes,
+        ops: &[RawTensor<'_>],
+        types: &[ElemType],
+    ) -> Option<RowPlan> {
         let n = u32::try_from(sh.len)
             .ok()
             .filter(|&n| n >= 1 && n <= i32::MAX as u32)?;

@@ -263,3 +263,128 @@ fn stages_of_broadcast_inputs_fold_the_whole_row() {
     .unwrap();
     assert_eq!(out, [3.0 + 7.0, 30.0 + 7.0]);
 }
+
+/// The row kernel's plan over row lengths 1 to 262 144, `f32`, `bf16` and `f64`, a
+/// program of one row input and one of a row input with a weight and a bias row: the
+/// shape's invariants (the slots it spans hold the used ones; threads × adjacent × sets
+/// is the span; whole warps a block, at most 1024 threads; vectors only over whole
+/// vectors; the read-once form within its register budget), and the shapes the design
+/// picks: a warp a row for rows of 256, two adjacent slots for 16-bit rows, a weight row
+/// kept out of the registers.
+#[test]
+fn row_kernel_plans_keep_their_invariants() {
+    use super::plan::Shapes;
+    use crate::expr::RawTensor;
+    use gpu_kernels::elem::ElemType::BF16;
+    use gpu_kernels::reduce::{group_len, groups_used, SLOTS};
+    let lens = [
+        1usize, 2, 3, 7, 8, 64, 100, 255, 256, 257, 1000, 1024, 1025, 2048, 4096, 5003, 16384,
+        16385, 65536, 131_072, 140_000, 262_144,
+    ];
+    let progs: [(&str, &[&str]); 2] = [
+        ("m = amax(a); e = exp(a - m); e / sum(e)", &["a"]),
+        (
+            "mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + 1e-5) * w + b",
+            &["a", "w", "b"],
+        ),
+    ];
+    let rows = 3usize;
+    let mut checked = 0;
+    for (text, names) in progs {
+        for elem in [F32, BF16, F64] {
+            let args: Vec<(&str, Arg)> = names.iter().map(|n| (*n, Arg::Tensor(elem))).collect();
+            let f = Norm::parse(text).unwrap().compile(&args, None).unwrap();
+            let w: u32 = if elem == F64 { 2 } else { 4 };
+            for &n in &lens {
+                let full = [rows, n];
+                let row_strides = [n as isize, 1];
+                let (wshape, wstrides) = ([n], [1isize]);
+                let mut ops = vec![RawTensor {
+                    ptr: 0x10000,
+                    elem,
+                    shape: &full,
+                    strides: &row_strides,
+                }];
+                for name in names {
+                    ops.push(if *name == "a" {
+                        RawTensor {
+                            ptr: 0x20000,
+                            elem,
+                            shape: &full,
+                            strides: &row_strides,
+                        }
+                    } else {
+                        RawTensor {
+                            ptr: 0x30000,
+                            elem,
+                            shape: &wshape,
+                            strides: &wstrides,
+                        }
+                    });
+                }
+                let shapes: Vec<&[usize]> = ops[1..].iter().map(|t| t.shape).collect();
+                let sh = Shapes::new(&shapes, &full, &[1], true).unwrap();
+                let types = vec![elem; ops.len()];
+                let what = format!("{text} ({elem:?}), n = {n}");
+                let s = f
+                    .row_plan(&sh, &ops, &types)
+                    .expect("the row kernel takes it")
+                    .shape;
+                let (span, t, k) = (s.span as u32, s.threads as u32, s.adjacent as u32);
+                assert!(
+                    span.is_power_of_two() && t.is_power_of_two(),
+                    "{what}: {s:?}"
+                );
+                assert!(
+                    [1, 2, 4].contains(&k) && span % (t * k) == 0,
+                    "{what}: {s:?}"
+                );
+                let sets = span / (t * k);
+                let n32 = n as u32;
+                if groups_used(n32, w) == 1 {
+                    assert!(span >= n32.div_ceil(w).min(SLOTS), "{what}: {s:?}");
+                } else {
+                    assert_eq!(span, SLOTS, "{what}");
+                }
+                let block = s.block();
+                assert!(block % 32 == 0 && block <= 1024, "{what}: block {block}");
+                for op in 0..ops.len() {
+                    if s.unit >> op & 1 != 0 {
+                        assert_eq!(n32 % (k * w), 0, "{what}: operand {op} read as vectors");
+                    }
+                }
+                if s.cached != 0 {
+                    let rounds = group_len(n32, w) / (SLOTS * w);
+                    assert_eq!(s.cached as u32, rounds, "{what}");
+                    assert!(rounds * sets * k * w <= 64, "{what}: {s:?}");
+                } else {
+                    assert_eq!((sets, t * k), (1, SLOTS), "{what}: {s:?}");
+                }
+                // The shapes the design picks.
+                if n == 256 && elem == F32 {
+                    assert_eq!((t, s.rows_per_block()), (32, 8), "{what}: a warp a row");
+                }
+                if n == 4096 {
+                    assert_eq!(
+                        k,
+                        if elem == BF16 { 2 } else { 1 },
+                        "{what}: 16-byte vectors"
+                    );
+                }
+                if n == 16384 && elem == F32 {
+                    assert!(
+                        s.cached != 0,
+                        "{what}: the weight and bias rows stay out of the registers"
+                    );
+                    assert_eq!(
+                        s.shared,
+                        if names.len() == 3 { 0b1100 } else { 0 },
+                        "{what}"
+                    );
+                }
+                checked += 1;
+            }
+        }
+    }
+    assert_eq!(checked, 2 * 3 * lens.len());
+}
