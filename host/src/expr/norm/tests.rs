@@ -347,7 +347,10 @@ fn row_kernel_plans_keep_their_invariants() {
                     assert_eq!(span, SLOTS, "{what}");
                 }
                 let block = s.block();
-                assert!(block % 32 == 0 && block <= 1024, "{what}: block {block}");
+                assert!(
+                    block.is_multiple_of(32) && block <= 1024,
+                    "{what}: block {block}"
+                );
                 for op in 0..ops.len() {
                     if s.unit >> op & 1 != 0 {
                         assert_eq!(n32 % (k * w), 0, "{what}: operand {op} read as vectors");
