@@ -5,9 +5,9 @@ row kernel (one read of the row), the GPU and the CPU twin giving the same bits.
 
 >>> import numpy as np, strided_apply as sa
 >>> x = np.float32([[1, 2, 3], [0, 0, 0]])
->>> sa.softmax(x, dim=1).round(4).tolist()
+>>> sa.softmax(x, dim=1).astype(np.float64).round(4).tolist()
 [[0.09, 0.2447, 0.6652], [0.3333, 0.3333, 0.3333]]
->>> sa.logsumexp(x, 1).round(4).tolist()
+>>> sa.logsumexp(x, 1).astype(np.float64).round(4).tolist()
 [3.4076, 1.0986]
 """
 
@@ -24,6 +24,16 @@ _LN_W = norm("mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + eps) * w")
 _LN_B = norm("mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + eps) + b")
 _LN_WB = norm("mu = mean(a); d = a - mu; d * rsqrt(mean(d * d) + eps) * w + b")
 _L2 = norm("a / max(sqrt(sum(a * a)), eps)")
+
+
+def _torch_for(x):
+    """The torch module where ``x`` is a torch tensor, else None (torch not imported here
+    unless it is installed)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    return torch if isinstance(x, torch.Tensor) else None
 
 
 def _cast(x, dtype):
@@ -61,14 +71,10 @@ def _normalized_dims(input, normalized_shape):
 def _eps_of(input):
     """torch's default ``eps`` of ``rms_norm``: ``finfo(dtype).eps`` of the input's type, of
     ``float32`` for 16-bit floats (their math type)."""
-    try:
-        import torch
-
-        if isinstance(input, torch.Tensor):
-            wide = input.dtype in (torch.float16, torch.bfloat16)
-            return torch.finfo(torch.float32 if wide else input.dtype).eps
-    except ImportError:
-        pass
+    torch = _torch_for(input)
+    if torch is not None:
+        wide = input.dtype in (torch.float16, torch.bfloat16)
+        return torch.finfo(torch.float32 if wide else input.dtype).eps
     import numpy as np
 
     return float(np.finfo(input.dtype).eps)
@@ -133,17 +139,13 @@ _CE_SUM = norm("sum(l)")
 
 def _arange(n, like):
     """``[0, n)`` as int32 on ``like``'s device: a torch tensor for torch, else NumPy."""
-    try:
-        import torch
-
-        if isinstance(like, torch.Tensor):
-            key = (n, str(like.device))
-            r = _ARANGES.get(key)
-            if r is None:
-                r = _ARANGES[key] = torch.arange(n, dtype=torch.int32, device=like.device)
-            return r
-    except ImportError:
-        pass
+    torch = _torch_for(like)
+    if torch is not None:
+        key = (n, str(like.device))
+        r = _ARANGES.get(key)
+        if r is None:
+            r = _ARANGES[key] = torch.arange(n, dtype=torch.int32, device=like.device)
+        return r
     import numpy as np
 
     return np.arange(n, dtype=np.int32)
@@ -176,7 +178,7 @@ def cross_entropy(
     >>> x = np.float32([[2, 1, 0], [0, 0, 0]])
     >>> round(float(sa.cross_entropy(x, np.int64([0, 2]))), 4)
     0.7531
-    >>> sa.cross_entropy(x, np.int64([0, -100]), reduction="none").round(4).tolist()
+    >>> sa.cross_entropy(x, np.int64([0, -100]), reduction="none").astype(np.float64).round(4).tolist()
     [0.4076, 0.0]
     """
     if reduction not in ("none", "mean", "sum"):
@@ -236,13 +238,9 @@ def cross_entropy(
 
 def _dtype(like, name):
     """``name`` (or ``like``'s own type) in ``like``'s framework: a torch dtype for torch."""
-    try:
-        import torch
-
-        if isinstance(like, torch.Tensor):
-            return getattr(torch, name) if name else like.dtype
-    except ImportError:
-        pass
+    torch = _torch_for(like)
+    if torch is not None:
+        return getattr(torch, name) if name else like.dtype
     import numpy as np
 
     return np.dtype(name) if name else like.dtype

@@ -591,38 +591,45 @@ pub(crate) fn module_function(
     if mode == Tier::Auto {
         return Ok(background(&cache, key, job, path, write));
     }
-    let compiled = (|| {
-        if let Some(f) = path.as_deref().and_then(|p| load_cached(&job, p)) {
-            return Ok(f);
-        }
-        let calls = key.programs.iter().any(ptx::calls_lib);
-        let lib = if calls {
-            lib_for_all(&key.programs, library(job.image)?)
-        } else {
-            String::new()
-        };
-        link_and_load(&job, &write(sm, &lib), path.as_deref())
-    })();
+    // The compiled tier, forced: compile here and wait; a failure is the caller's error.
+    let compiled = match path.as_deref().and_then(|p| load_cached(&job, p)) {
+        Some(f) => Ok(f),
+        None => module_text(&job, key, write)
+            .and_then(|text| link_and_load(&job, &text, path.as_deref())),
+    };
     let (entry, out) = match compiled {
         Ok(f) => (Entry::Ready(f.clone()), Ok(Some(f))),
-        Err(reason) => {
-            let out = if mode == Tier::Compile {
-                Err(Error::ExprCompile {
-                    reason: reason.clone(),
-                })
-            } else {
-                log_once(&format!(
-                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
-                ));
-                Ok(None)
-            };
-            (Entry::Failed(reason), out)
-        }
+        Err(reason) => (
+            Entry::Failed(reason.clone()),
+            Err(Error::ExprCompile { reason }),
+        ),
     };
     if let Ok(mut m) = cache.modules.lock() {
         m.insert(key.clone(), entry);
     }
     out
+}
+
+/// The text of `key`'s kernel as `write` writes it, with the library's functions its
+/// programs call.
+fn module_text(
+    job: &Job,
+    key: &ModuleKey,
+    write: &dyn Fn(u32, &str) -> String,
+) -> std::result::Result<String, String> {
+    let lib = if key.programs.iter().any(ptx::calls_lib) {
+        lib_for_all(&key.programs, library(job.image)?)
+    } else {
+        String::new()
+    };
+    Ok(write(job.sm, &lib))
+}
+
+/// Reports (once) a normalisation kernel that failed to compile in the automatic tier.
+fn module_failed(reason: &str) {
+    log_once(&format!(
+        "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
+    ));
 }
 
 /// [`module_function`] in the automatic tier: the kernel at once where its cubin is on
@@ -651,21 +658,14 @@ fn background(
         set(Entry::Ready(f.clone()));
         return Some(f);
     }
-    let lib = if key.programs.iter().any(ptx::calls_lib) {
-        match library(job.image) {
-            Ok(lib) => lib_for_all(&key.programs, lib),
-            Err(reason) => {
-                log_once(&format!(
-                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
-                ));
-                set(Entry::Failed(reason));
-                return None;
-            }
+    let text = match module_text(&job, key, write) {
+        Ok(text) => text,
+        Err(reason) => {
+            module_failed(&reason);
+            set(Entry::Failed(reason));
+            return None;
         }
-    } else {
-        String::new()
     };
-    let text = write(job.sm, &lib);
     let (cache, key) = (cache.clone(), key.clone());
     let in_flight = crate::gpu::InFlight::start();
     std::thread::spawn(move || {
@@ -674,9 +674,7 @@ fn background(
         let e = match link_and_load(&job, &text, path.as_deref()) {
             Ok(f) => Entry::Ready(f),
             Err(reason) => {
-                log_once(&format!(
-                    "compiling a normalisation kernel (tier 1) failed, it runs as separate launches: {reason}"
-                ));
+                module_failed(&reason);
                 Entry::Failed(reason)
             }
         };

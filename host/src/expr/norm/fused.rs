@@ -164,7 +164,7 @@ impl CompiledNorm {
         let vectors = |adj: u32| -> u16 {
             let mut unit = 0u16;
             for k in 0..ops.len() {
-                if rs[k] != 1 || (k > 0 && bcast >> k & 1 != 0) {
+                if rs[k] != 1 {
                     continue;
                 }
                 let size = types[k].size() as i64;
