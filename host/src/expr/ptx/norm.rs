@@ -148,14 +148,11 @@ impl Row<'_> {
             .collect()
     }
 
-    /// The start of the vector of slot set `j` in round `r` of the group at `lo`: element
+    /// The start of the vector of slot set `j` in round `r` (a register) of the group at `lo`: element
     /// `lo + (r × SLOTS + tl × adjacent + threads × adjacent × j) × w`.
     fn start(&self, g: &mut Gen, lo: Option<&str>, r: &str, j: u32) -> String {
         let q0 = g.r();
-        match r.parse::<u32>() {
-            Ok(r) => emit!(g, "add.u32 {q0}, {}, {};", self.tk, r * SLOTS),
-            Err(_) => emit!(g, "mad.lo.u32 {q0}, {r}, {SLOTS}, {};", self.tk),
-        }
+        emit!(g, "mad.lo.u32 {q0}, {r}, {SLOTS}, {};", self.tk);
         if j > 0 {
             emit!(g, "add.u32 {q0}, {q0}, {};", self.t * self.k * j);
         }
@@ -171,7 +168,9 @@ impl Row<'_> {
         if let Some(x) = self.rounds.get(&(r, j)) {
             return x.clone();
         }
-        let q0 = self.start(g, None, &r.to_string(), j);
+        let rr = g.r();
+        emit!(g, "mov.u32 {rr}, {r};");
+        let q0 = self.start(g, None, &rr, j);
         let l = self.lanes(g, &q0);
         self.rounds.insert((r, j), (q0.clone(), l.clone()));
         (q0, l)
